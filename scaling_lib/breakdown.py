@@ -1,0 +1,71 @@
+"""``Breakdown``: a read-only mapping of named parts with a ``.total``.
+
+Parameter counts, memory per device and step times are all sums of named parts; a Breakdown keeps
+the parts so a chapter can show the table and a test can check that the parts add up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+
+class Breakdown(Mapping):
+    """Named parts (numbers) and their total, read-only.
+
+    >>> b = Breakdown({"weights": 2.0, "grads": 2.0}, unit="bytes")
+    >>> b.total, b["weights"], list(b)
+    (4.0, 2.0, ['weights', 'grads'])
+    """
+
+    __slots__ = ("_parts", "unit")
+
+    def __init__(self, parts: Mapping | None = None, *, unit: str = "", **kw):
+        merged = dict(parts or {})
+        merged.update(kw)
+        object.__setattr__(self, "_parts", MappingProxyType(merged))
+        object.__setattr__(self, "unit", unit)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Breakdown is read-only")
+
+    def __getitem__(self, key):
+        return self._parts[key]
+
+    def __iter__(self):
+        return iter(self._parts)
+
+    def __len__(self):
+        return len(self._parts)
+
+    @property
+    def total(self):
+        """Sum of the parts (an exact integer when every part is an int)."""
+        return sum(self._parts.values())
+
+    def fractions(self) -> dict:
+        """Each part's share of the total."""
+        total = self.total
+        return {k: (v / total if total else 0.0) for k, v in self._parts.items()}
+
+    def scaled(self, factor: float) -> Breakdown:
+        """Every part multiplied by ``factor`` (e.g. bytes -> GB)."""
+        return Breakdown({k: v * factor for k, v in self._parts.items()}, unit=self.unit)
+
+    def __repr__(self):
+        inner = ", ".join(f"{k}={v!r}" for k, v in self._parts.items())
+        unit = f", unit={self.unit!r}" if self.unit else ""
+        return f"Breakdown({inner}{unit}; total={self.total!r})"
+
+    def _repr_html_(self):
+        rows = "".join(
+            f"<tr><td>{k}</td><td style='text-align:right'>{v:,.6g}</td>"
+            f"<td style='text-align:right'>{f:.1%}</td></tr>"
+            for (k, v), f in zip(self._parts.items(), self.fractions().values())
+        )
+        unit = f" ({self.unit})" if self.unit else ""
+        return (
+            f"<table><tr><th>part</th><th>value{unit}</th><th>share</th></tr>{rows}"
+            f"<tr><td><b>total</b></td><td style='text-align:right'><b>{self.total:,.6g}</b>"
+            "</td><td></td></tr></table>"
+        )
