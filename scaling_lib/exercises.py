@@ -1,0 +1,203 @@
+"""Generate the exercise notebooks from the solution notebooks (the one source of truth).
+
+    python -m scaling_lib.exercises build          # write exercises/ from solutions/
+    python -m scaling_lib.exercises build --check  # exit 1 if exercises/ is stale
+    python -m scaling_lib.exercises run solutions/01_rooflines.ipynb  # re-execute, store outputs
+
+Marking a solution notebook:
+
+- In a code cell, the lines between ``# BEGIN SOLUTION`` and ``# END SOLUTION`` are the solution.
+  In the exercise they are replaced by the region's ``# STUB: <code>`` lines (uncommented), or,
+  when there are none and the region is indented (a function body), by
+  ``raise NotImplementedError``. A top-level region must give its stub (``# STUB: answer = None``).
+- A markdown cell tagged ``solution`` (the worked answer) is left out of the exercise.
+- A cell that calls the checker is tagged ``graded``. In the solutions the build adds
+  ``nbval-check-output`` (nbval compares its stored PASS lines) and ``hide-input`` to cells with a
+  solution region (the book shows them collapsed).
+- In the first markdown cell, "Solutions" becomes "Exercises".
+
+Needs ``nbformat`` (and ``nbclient`` for ``run``), imported lazily.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+
+import re
+import sys
+from pathlib import Path
+
+BEGIN = re.compile(r"^(\s*)# BEGIN SOLUTION\s*$")
+END = re.compile(r"^\s*# END SOLUTION\s*$")
+STUB = re.compile(r"^\s*# STUB: ?(.*)$")
+NOT_IMPLEMENTED = 'raise NotImplementedError("write your code here")'
+
+
+class MarkupError(ValueError):
+    """A solution notebook's markers are malformed."""
+
+
+def strip_solutions(source: str, where: str = "cell") -> tuple[str, bool]:
+    """Replace every solution region in ``source``; return (new source, had a region).
+
+    >>> src = "x = 3\\n# BEGIN SOLUTION\\nanswer = x * 2\\n# STUB: answer = None\\n# END SOLUTION\\n"
+    >>> print(strip_solutions(src)[0])
+    x = 3
+    answer = None
+    <BLANKLINE>
+    """
+    out: list[str] = []
+    lines = source.splitlines(keepends=True)
+    i, found = 0, False
+    while i < len(lines):
+        m = BEGIN.match(lines[i].rstrip("\n"))
+        if not m:
+            if END.match(lines[i].rstrip("\n")):
+                raise MarkupError(f"{where}: '# END SOLUTION' without '# BEGIN SOLUTION'")
+            out.append(lines[i])
+            i += 1
+            continue
+        found, indent = True, m.group(1)
+        stubs, j = [], i + 1
+        while j < len(lines) and not END.match(lines[j].rstrip("\n")):
+            s = STUB.match(lines[j].rstrip("\n"))
+            if s:
+                stubs.append(indent + s.group(1) + "\n")
+            j += 1
+        if j == len(lines):
+            raise MarkupError(f"{where}: '# BEGIN SOLUTION' without '# END SOLUTION'")
+        if not stubs:
+            if not indent:
+                raise MarkupError(f"{where}: a top-level solution region needs a '# STUB: ...' "
+                                  "line (for example '# STUB: answer = None')")
+            stubs = [indent + NOT_IMPLEMENTED + "\n"]
+        out.extend(stubs)
+        i = j + 1
+    return "".join(out), found
+
+
+def _tags(cell) -> list:
+    return cell.setdefault("metadata", {}).setdefault("tags", [])
+
+
+def _set_tag(cell, tag: str, on: bool):
+    tags = _tags(cell)
+    if on and tag not in tags:
+        tags.append(tag)
+    if not on and tag in tags:
+        tags.remove(tag)
+    if not tags:
+        cell["metadata"].pop("tags")
+
+
+def normalize_solutions(nb) -> None:
+    """Add the tags the solution notebook needs (in place): see the module docstring."""
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        _, has_region = strip_solutions(cell.source)
+        graded = "graded" in cell.get("metadata", {}).get("tags", [])
+        _set_tag(cell, "nbval-check-output", graded)
+        _set_tag(cell, "hide-input", has_region)
+
+
+def make_exercise(nb, name: str = "notebook"):
+    """The exercise notebook for solution notebook ``nb`` (a new notebook; ``nb`` is unchanged)."""
+    ex = copy.deepcopy(nb)
+    cells = []
+    first_md = True
+    for k, cell in enumerate(ex.cells):
+        tags = cell.get("metadata", {}).get("tags", [])
+        if cell.cell_type == "markdown":
+            if "solution" in tags:
+                continue
+            if first_md:
+                cell.source = cell.source.replace("Solutions", "Exercises")
+                first_md = False
+        if cell.cell_type == "code":
+            cell.source, _ = strip_solutions(cell.source, f"{name} cell {k}")
+            cell.outputs = []
+            cell.execution_count = None
+            for tag in ("nbval-check-output", "hide-input", "hide-output"):
+                _set_tag(cell, tag, False)
+        cell.get("metadata", {}).pop("execution", None)
+        cells.append(cell)
+    ex.cells = cells
+    ex.metadata.pop("widgets", None)
+    return ex
+
+
+def _dumps(nb) -> str:
+    import nbformat
+
+    return nbformat.writes(nb) + "\n"
+
+
+def build(root: Path, check: bool = False) -> list[str]:
+    """Regenerate exercises/ from solutions/ under ``root``; return the stale files' names."""
+    import nbformat
+
+    stale = []
+    (root / "exercises").mkdir(exist_ok=True)
+    for src in sorted((root / "solutions").glob("*.ipynb")):
+        nb = nbformat.read(src, as_version=4)
+        before = _dumps(nb)
+        normalize_solutions(nb)
+        sol_text = _dumps(nb)
+        ex_text = _dumps(make_exercise(nb, src.name))
+        dst = root / "exercises" / src.name
+        for path, text, old in ((src, sol_text, before),
+                                (dst, ex_text, dst.read_text() if dst.exists() else None)):
+            if text != old:
+                stale.append(str(path.relative_to(root)))
+                if not check:
+                    path.write_text(text)
+    return stale
+
+
+def run(paths: list[Path], timeout: int = 600) -> None:
+    """Execute notebooks in place (fresh kernel, cwd = the notebook's folder), storing outputs."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
+        for cell in nb.cells:
+            cell.get("metadata", {}).pop("execution", None)
+        path.write_text(_dumps(nb))
+        print(f"executed {path}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scaling_lib.exercises", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="write exercises/ from solutions/")
+    b.add_argument("--check", action="store_true", help="only report stale files (exit 1)")
+    b.add_argument("--root", default=".", help="project root (default: current directory)")
+    r = sub.add_parser("run", help="execute notebooks in place, storing their outputs")
+    r.add_argument("paths", nargs="+", type=Path)
+    args = parser.parse_args(argv)
+    if args.cmd == "run":
+        run(args.paths)
+        return 0
+    try:
+        stale = build(Path(args.root), check=args.check)
+    except MarkupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.check and stale:
+        print("stale (run `python -m scaling_lib.exercises build`):\n  " + "\n  ".join(stale))
+        return 1
+    print("\n".join(f"wrote {s}" for s in stale) if stale else "exercises up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+__all__ = ["build", "make_exercise", "normalize_solutions", "strip_solutions", "run", "main",
+           "MarkupError"]
