@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+import numpy as np
+
 from .units import GiB, KiB, MiB, canonical_dtype, check_positive, scalar_or_array
 
 KINDS = ("gpu", "tpu", "cpu")
@@ -125,6 +127,41 @@ def chip_flops_per_s(n_units, flops_per_clock_per_unit, clock_hz):
     return scalar_or_array(n * f * c)
 
 
+def wave_efficiency(n_tiles, n_units):
+    """Share of a chip's units kept busy when ``n_tiles`` equal tiles run on ``n_units`` at once.
+
+    The tiles run in ceil(n_tiles / n_units) waves; the last wave may be partly empty:
+    efficiency = n_tiles / (ceil(n_tiles / n_units) * n_units). On a GPU the units are SMs and a
+    tile is one output block of a matmul ("wave quantization", NVIDIA Matrix Multiplication
+    Background User's Guide). Broadcasts over arrays.
+
+    >>> wave_efficiency(132, 132), round(wave_efficiency(133, 132), 3)
+    (1.0, 0.504)
+
+    See: Chapter 2, "An H100 from the inside".
+    """
+    t = check_positive("n_tiles", n_tiles)
+    u = check_positive("n_units", n_units)
+    return scalar_or_array(t / (np.ceil(t / u) * u))
+
+
+def padding_efficiency(dim, multiple):
+    """Share of useful work when a dimension ``dim`` is padded up to a multiple of ``multiple``.
+
+    efficiency = dim / (ceil(dim / multiple) * multiple): a TPU MXU works on 128 x 128 tiles
+    (256 x 256 on v6e), so a matmul dimension of 200 wastes 56 of every 256 lanes. Multiply the
+    efficiencies of the dimensions that are tiled. Broadcasts over arrays.
+
+    >>> round(padding_efficiency(200, 128), 4), padding_efficiency(4096, 256)
+    (0.7812, 1.0)
+
+    See: Chapter 3, "The MXU".
+    """
+    d = check_positive("dim", dim)
+    m = check_positive("multiple", multiple)
+    return scalar_or_array(d / (np.ceil(d / m) * m))
+
+
 @dataclass(frozen=True)
 class GPUInternals:
     """What is inside an NVIDIA GPU: its SMs, their cores, clocks and memory hierarchy.
@@ -206,7 +243,7 @@ def _gpu_memory(n_sm, fp32_cores, clock, l1, l2, l2_bw, l2_src, dram, dram_bw, *
 
     Register bandwidth is derived, not published: what the FP32 cores read at peak, three 4-byte
     operands per FMA per core per clock. SMEM bandwidth is 32 banks x 4 bytes = 128 bytes per clock
-    per SM (CUDA C++ Programming Guide, "Shared Memory"; A100 whitepaper table 3 lists 128 B/clk/SM
+    per SM (CUDA C++ Programming Guide, "Shared Memory"; the A100 whitepaper lists 128 B/clk/SM
     for V100 and A100). Both at the boost clock.
     """
     return (
@@ -231,7 +268,7 @@ _NV = "NVIDIA"
 # (dense 16-bit) = datasheet peak / (n_sm * tensor clock): 1,024 on V100 (8 tensor cores x 64
 # FMA), 2,048 on A100 and 4,096 on H100 (4 tensor cores each). The H100 datasheet peaks imply two
 # clocks: 66.9 TF FP32 = 132 x 256 x 1.98 GHz (boost) and 989.4 TF bf16 = 132 x 4096 x 1.83 GHz.
-# L2 bandwidth: A100 whitepaper table 3 (5,120 B/clk on A100, 2,048 B/clk on V100); H100 measured
+# L2 bandwidth: A100 whitepaper, V100-vs-A100 comparison table (5,120 B/clk on A100, 2,048 B/clk on V100); H100 measured
 # at about 5.5 TB/s (Chips and Cheese, "Nvidia's H100: Funny L2, and Tons of Bandwidth", 2023, on
 # the 114-SM PCIe card; NVIDIA publishes none). Full dies: GK110 15, GP100 60, GV100 84, GA100 128,
 # GH100 144 SMs.
@@ -246,7 +283,7 @@ _P100_INSIDE = GPUInternals(
     f"{_NV} Tesla P100 whitepaper (GP100)")
 _V100_INSIDE = GPUInternals(
     "Volta", 80, 84, 8, 64, 1.53e9, 1.53e9, 1024.0,
-    _gpu_memory(80, 64, 1.53e9, 128 * KiB, 6 * MiB, 2048 * 1.53e9, "A100 whitepaper table 3",
+    _gpu_memory(80, 64, 1.53e9, 128 * KiB, 6 * MiB, 2048 * 1.53e9, "A100 whitepaper (V100 vs A100 table)",
                 32e9, 900e9),
     f"{_NV} Tesla V100 GPU architecture whitepaper")
 _A100_INSIDE = dict(
@@ -254,7 +291,7 @@ _A100_INSIDE = dict(
     clock_hz=1.41e9, tensor_clock_hz=1.41e9, tensor_flops_per_clock_per_sm=2048.0,
     source=f"{_NV} A100 Tensor Core GPU architecture whitepaper")
 _A100_MEM = dict(n_sm=108, fp32_cores=64, clock=1.41e9, l1=192 * KiB, l2=40 * MiB,
-                 l2_bw=5120 * 1.41e9, l2_src="A100 whitepaper table 3: 5,120 bytes/clock")
+                 l2_bw=5120 * 1.41e9, l2_src="A100 whitepaper: 5,120 bytes/clock")
 _H100_INSIDE = dict(
     architecture="Hopper", n_sm=132, n_sm_full=144, tensor_cores_per_sm=4, fp32_cores_per_sm=128,
     clock_hz=1.98e9, tensor_clock_hz=1.83e9, tensor_flops_per_clock_per_sm=4096.0,

@@ -312,3 +312,25 @@ def test_cluster_defaults_unchanged():
         hw.cluster("h100", 8, nodes=2)
     with pytest.raises(ValueError, match="no default cluster"):
         hw.cluster("k40", 8)
+
+
+# ---- tile quantization ----------------------------------------------------------------------------
+
+def test_wave_and_padding_efficiency():
+    assert hw.wave_efficiency(264, 132) == 1.0
+    assert hw.wave_efficiency(133, 132) == pytest.approx(133 / 264)
+    assert hw.padding_efficiency(200, 128) == pytest.approx(200 / 256)
+    out = hw.padding_efficiency(np.array([128, 129, 256]), 128)
+    np.testing.assert_allclose(out, [1.0, 129 / 256, 1.0])
+    with pytest.raises(ValueError, match="n_units"):
+        hw.wave_efficiency(10, 0)
+
+
+@given(n=st.integers(1, 10_000), units=st.integers(1, 200))
+@settings(max_examples=80, deadline=None)
+def test_efficiencies_are_fractions_and_exact_on_multiples(n, units):
+    e = hw.wave_efficiency(n, units)
+    assert 0 < e <= 1 and (e == 1.0) == (n % units == 0)
+    # one more full wave never lowers the efficiency
+    assert hw.wave_efficiency(n + units, units) >= e - 1e-12
+    assert 0 < hw.padding_efficiency(n, units) <= 1
