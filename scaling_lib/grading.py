@@ -63,7 +63,9 @@ def _emit(verdict: str, name: str, message: str, hint: str = "") -> None:
 def _compare(answer, expected, rtol: float, atol: float) -> tuple[bool, str]:
     """(ok, reason) for a numeric or array answer, or an exact answer of another type."""
     if isinstance(expected, (str, bool, np.bool_)) or expected is None:
-        return answer == expected, "exact match required"
+        if isinstance(expected, (bool, np.bool_)) and not isinstance(answer, (bool, np.bool_)):
+            return False, f"expected True or False, got {type(answer).__name__} {answer!r}"
+        return bool(answer == expected), f"got {answer!r}, which is not the right answer"
     try:
         got = np.asarray(answer, dtype=float)
     except (TypeError, ValueError):
@@ -99,6 +101,8 @@ def check(answer, expected, *, name: str = "exercise", rtol: float = 0.02, atol:
         return _emit(NOT_SOLVED, name, "replace None with your answer", hint)
     u = f" {unit}" if unit else ""
     ok, reason = _compare(answer, expected, rtol, atol)
+    if ok and reason:  # an exact answer (string, boolean)
+        return _emit(PASS, name, f"{_fmt(answer)}{u}")
     if ok:
         shown = _fmt(expected) if np.ndim(expected) == 0 else "all values"
         return _emit(PASS, name, f"{_fmt(answer)}{u} (expected {shown} within {rtol:.0%})")

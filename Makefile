@@ -1,0 +1,41 @@
+# Two commands for a fresh machine (Python 3.11-3.13, no accelerator):
+#   make book   - set up .venv and build the book, executing every notebook
+#   make test   - set up .venv and run the whole test suite
+# Also: make lab (JupyterLab on the course), make exercises (regenerate exercises/ from solutions/),
+#       make bench (timing budgets), make clean.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+BUILD  := _build
+
+.PHONY: install book test lab exercises bench clean
+
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+book: $(STAMP)
+	rm -rf $(BUILD)
+	$(BIN)/jupyter-book build . --toc book/_toc.yml --path-output . -W --keep-going
+	@echo "The book is at: $(CURDIR)/$(BUILD)/html/index.html"
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab
+
+exercises: $(STAMP)
+	$(BIN)/python -m scaling_lib.exercises build
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/budgets.py
+
+clean:
+	rm -rf $(BUILD) .pytest_cache .hypothesis

@@ -1,0 +1,476 @@
+"""Collectives: what AllGather, ReduceScatter, AllReduce and AllToAll cost on a network.
+
+Notation (Chapter "Networks and collectives"): an array of V = ``nbytes`` bytes is sharded over
+n devices, e.g. A[I_X, J] holds V/n bytes per device. Every cost here is an alpha-beta model,
+
+    T = s * alpha + b * V / W,
+
+with s the number of sequential steps (each pays the per-hop latency alpha = ``latency``) and
+b * V the bytes that cross the busiest link, at W = ``bytes_per_s``. What W means depends on the
+topology (one-way, per device, as everywhere in the library):
+
+- ``ring``, ``bidirectional_ring``, ``torus_2d``, ``torus_3d``: W is the one-way bandwidth of ONE
+  link (45e9 on a TPU v5e ICI link). A bidirectional ring uses two links per device, a 2D torus
+  with wraparound four, so they move data 2x and 4x faster than a one-way ring.
+- ``switch`` (NVSwitch-like, full bisection): W is the device's whole one-way injection bandwidth
+  into the switch (450e9 for an H100 over NVLink 4).
+
+The four collectives on a one-way ring of n devices (the book's derivation):
+
+    AllGather:     A[I_X, J] -> A[I, J]       s = n - 1,    b = (n - 1) / n
+    ReduceScatter: A[I, J]{U_X} -> A[I_X, J]  s = n - 1,    b = (n - 1) / n
+    AllReduce:     A[I, J]{U_X} -> A[I, J]    = ReduceScatter + AllGather
+    AllToAll:      A[I_X, J] -> A[I, J_X]     s = n - 1,    b = (n - 1) / (2 n)
+
+AllGather and ReduceScatter are each other's transpose (the backward pass of one is the other),
+and they move the same bytes over the same links in opposite directions, so they cost the same.
+
+What the models leave out: congestion from other traffic, protocol overheads, NCCL's choice of
+tree vs ring algorithms, in-network reduction (NVLink SHARP), and any overlap with compute.
+
+See: Chapter "Networks and collectives".
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from . import hardware
+from .breakdown import Breakdown
+from .units import check_positive, scalar_or_array as _out
+
+TOPOLOGIES = ("ring", "bidirectional_ring", "torus_2d", "torus_3d", "switch")
+
+# Collective names as XLA's HLO spells them; the library's functions use underscores.
+KINDS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
+_KIND_ALIASES = {
+    "all_gather": "all-gather", "allgather": "all-gather", "ag": "all-gather",
+    "reduce_scatter": "reduce-scatter", "reducescatter": "reduce-scatter", "rs": "reduce-scatter",
+    "psum_scatter": "reduce-scatter",
+    "all_reduce": "all-reduce", "allreduce": "all-reduce", "ar": "all-reduce", "psum": "all-reduce",
+    "all_to_all": "all-to-all", "alltoall": "all-to-all", "a2a": "all-to-all",
+    "collective_permute": "collective-permute", "ppermute": "collective-permute",
+    "send_recv": "collective-permute", "send-recv": "collective-permute",
+}
+
+# ---- network facts (one-way bytes/s unless said otherwise) -------------------------------------
+# PCIe: lanes x transfer rate x 128b/130b encoding / 8 bits (PCI-SIG base specs 3.0-5.0).
+_PCIE_GT_PER_S = {3: 8e9, 4: 16e9, 5: 32e9}
+# The Llama 3 cluster (Llama 3 Herd of Models, section 3.3.1): 24,576 H100 in 8 pods of 3,072
+# (192 racks of 16 GPUs), RoCE at 400 Gb/s per GPU, full bisection inside a pod and 1:7
+# oversubscription between pods.
+LLAMA3_N_GPUS = 24_576
+LLAMA3_POD_GPUS = 3_072
+LLAMA3_INTER_POD_OVERSUBSCRIPTION = 7
+
+
+def pcie_bytes_per_s(gen=5, lanes=16):
+    """One-way bandwidth of a PCIe link: lanes * rate * (128/130) / 8 bytes/s.
+
+    ``gen`` is 3, 4 or 5 (8, 16, 32 GT/s per lane, all with 128b/130b encoding).
+
+    >>> round(pcie_bytes_per_s(4, 16) / 1e9, 1), round(pcie_bytes_per_s(5, 16) / 1e9, 1)
+    (31.5, 63.0)
+
+    See: Chapter "Networks and collectives", "NVLink vs PCIe".
+    """
+    if gen not in _PCIE_GT_PER_S:
+        raise ValueError(f"gen={gen!r} is not a known PCIe generation; valid choices: 3, 4, 5")
+    lanes = check_positive("lanes", lanes)
+    return _out(lanes * _PCIE_GT_PER_S[gen] * (128 / 130) / 8)
+
+
+def canonical_kind(kind: str) -> str:
+    """The HLO spelling of a collective's name ("all_gather" -> "all-gather").
+
+    >>> canonical_kind("psum"), canonical_kind("all_to_all")
+    ('all-reduce', 'all-to-all')
+    """
+    key = str(kind).strip().lower()
+    key = _KIND_ALIASES.get(key, key)
+    if key not in KINDS:
+        raise ValueError(f"unknown collective {kind!r}; valid choices: {', '.join(KINDS)} "
+                         f"(or {', '.join(sorted(_KIND_ALIASES))})")
+    return key
+
+
+def _check_n(n):
+    arr = np.asarray(n)
+    if arr.dtype == bool or not np.all(np.isfinite(np.asarray(arr, float))) or np.any(
+            np.asarray(arr, float) < 1) or np.any(np.asarray(arr, float) % 1 != 0):
+        raise ValueError(f"n={n!r} devices must be a whole number >= 1")
+    return np.asarray(arr, dtype=float)
+
+
+def _axes(n, topology, shape, wraparound):
+    """Axis sizes and wraparound flags of a torus (the shape's product must equal n)."""
+    ndim = 2 if topology == "torus_2d" else 3
+    if shape is None:
+        if np.ndim(n) != 0:
+            raise ValueError(f"topology={topology!r} with an array of n needs an explicit shape=")
+        shape = hardware.torus_shape(int(n), ndim)
+    shape = tuple(int(k) for k in shape)
+    if len(shape) != ndim or any(k < 1 for k in shape):
+        raise ValueError(f"shape={shape} must have {ndim} axes >= 1 for topology={topology!r}")
+    if np.any(np.asarray(n) != math.prod(shape)):
+        raise ValueError(f"shape={shape} holds {math.prod(shape)} devices but n={n!r}")
+    wrap = (wraparound,) * ndim if isinstance(wraparound, (bool, np.bool_)) else tuple(wraparound)
+    if len(wrap) != ndim:
+        raise ValueError(f"wraparound={wraparound!r}: give one bool or one per axis ({ndim})")
+    return shape, tuple(bool(w) for w in wrap)
+
+
+def _axis_a2a_load(k, wrap):
+    """Busiest-link share of a 1D all-to-all on k devices (a ring with wrap, else a line)."""
+    if wrap:
+        return math.floor(k * k / 4) / (2 * k * k)
+    return math.floor(k / 2) * math.ceil(k / 2) / (k * k)
+
+
+def cost_terms(collective, n, *, topology="ring", shape=None, wraparound=True):
+    """(steps s, busiest-link bytes per array byte b) of a collective: T = s alpha + b V / W.
+
+    Per topology, for AllGather (ReduceScatter is the same; AllReduce doubles both terms):
+
+    - ring: s = n - 1, b = (n - 1) / n.
+    - bidirectional_ring: s = floor(n / 2), b = (n - 1) / (2 n) (half the data goes each way).
+    - torus_2d / torus_3d with axis sizes n_a: s = sum_a h_a with h_a = floor(n_a / 2) on an
+      axis with wraparound and n_a - 1 without; b = (n - 1) / n / sum_a l_a with l_a = 2 links
+      per wrapped axis and 1 per unwrapped one (an unwrapped axis is a line: its end devices
+      have one link). Exact for equal axes; for unequal ones it assumes the array is split so
+      all axes stay busy (the "gather along every axis at once" trick).
+    - switch: s = n - 1 (ring schedule, as NCCL uses), b = (n - 1) / n.
+
+    AllToAll (each device sends V / n^2 to every other): ring b = (n - 1) / (2 n);
+    bidirectional ring b = floor(n^2 / 4) / (2 n^2) (about 1/8); torus: the worst axis,
+    b = max_a (n_a / n) * load(n_a); switch b = (n - 1) / n^2.
+
+    >>> cost_terms("all_gather", 8)
+    (7.0, 0.875)
+    >>> cost_terms("all_to_all", 16, topology="torus_2d", shape=(4, 4))
+    (4.0, 0.03125)
+
+    See: Chapter "Networks and collectives", "Costs on rings, tori and switches".
+    """
+    kind = canonical_kind(collective)
+    if kind == "collective-permute":
+        raise ValueError("a collective-permute is a send/recv: use send_recv_time")
+    n = _check_n(n)
+    if topology not in TOPOLOGIES:
+        raise ValueError(f"topology={topology!r}; valid choices: {', '.join(TOPOLOGIES)} "
+                         "(and hierarchical_time for a Cluster)")
+    if kind == "all-reduce":
+        s, b = cost_terms("all-gather", n, topology=topology, shape=shape, wraparound=wraparound)
+        return _out(2 * np.asarray(s)), _out(2 * np.asarray(b))
+    a2a = kind == "all-to-all"
+    if topology == "ring":
+        s, b = n - 1, (n - 1) / (2 * n) if a2a else (n - 1) / n
+    elif topology == "bidirectional_ring":
+        s = np.floor(n / 2)
+        b = np.floor(n * n / 4) / (2 * n * n) if a2a else (n - 1) / (2 * n)
+    elif topology == "switch":
+        s, b = n - 1, (n - 1) / n**2 if a2a else (n - 1) / n
+    else:
+        if np.ndim(n) and shape is None:  # one torus shape per distinct n
+            pairs = [cost_terms(kind, k, topology=topology, wraparound=wraparound) for k in n.flat]
+            return (np.reshape([p[0] for p in pairs], n.shape),
+                    np.reshape([p[1] for p in pairs], n.shape))
+        dims, wrap = _axes(n, topology, shape, wraparound)
+        axes = [(k, w) for k, w in zip(dims, wrap) if k > 1]
+        s = float(sum(k // 2 if w else k - 1 for k, w in axes))
+        total = math.prod(dims)
+        if a2a:
+            b = max((k / total * _axis_a2a_load(k, w) for k, w in axes), default=0.0)
+        else:
+            links = sum(2 if w else 1 for k, w in axes)
+            b = (total - 1) / total / links if links else 0.0
+    return _out(s), _out(b)
+
+
+def collective_time(collective, nbytes, n, bytes_per_s, *, topology="ring", latency=0.0,
+                    shape=None, wraparound=True):
+    """Time of one collective on ``n`` devices: T = s * latency + b * nbytes / bytes_per_s.
+
+    ``nbytes`` is the full (unsharded) array in bytes; ``bytes_per_s`` one-way, per link for rings
+    and tori, per device for a switch; ``latency`` the per-hop (per-step) latency in seconds.
+    (s, b) come from :func:`cost_terms`. Broadcasts over arrays.
+
+    >>> collective_time("all_gather", 1e9, 8, 1e9)
+    0.875
+
+    See: Chapter "Networks and collectives".
+    """
+    V = check_positive("nbytes", nbytes, allow_zero=True)
+    W = check_positive("bytes_per_s", bytes_per_s)
+    a = check_positive("latency", latency, allow_zero=True)
+    s, b = cost_terms(collective, n, topology=topology, shape=shape, wraparound=wraparound)
+    return _out(np.asarray(s) * a + np.asarray(b) * V / W)
+
+
+def all_gather_time(nbytes, n, bytes_per_s, *, topology="ring", latency=0.0, **torus):
+    """AllGather A[I_X, J] -> A[I, J]: every device ends with the whole ``nbytes`` array.
+
+    One-way ring: T = (n - 1) * (latency + nbytes / (n W)). Other topologies: :func:`cost_terms`.
+    Tori take ``shape=`` (axis sizes) and ``wraparound=`` (bool or one per axis).
+
+    >>> all_gather_time(1e9, 4, 1e9)  # each device receives 3/4 of the array
+    0.75
+    >>> all_gather_time(1e9, 4, 1e9, topology="bidirectional_ring")
+    0.375
+
+    See: Chapter "Networks and collectives", "AllGather".
+    """
+    return collective_time("all-gather", nbytes, n, bytes_per_s, topology=topology,
+                           latency=latency, **torus)
+
+
+def reduce_scatter_time(nbytes, n, bytes_per_s, *, topology="ring", latency=0.0, **torus):
+    """ReduceScatter A[I, J]{U_X} -> A[I_X, J]: sum n partial arrays, keep one shard each.
+
+    The transpose of AllGather, with the same cost: T = (n - 1) * (latency + nbytes / (n W))
+    on a one-way ring.
+
+    >>> reduce_scatter_time(1e9, 4, 1e9) == all_gather_time(1e9, 4, 1e9)
+    True
+
+    See: Chapter "Networks and collectives", "ReduceScatter".
+    """
+    return collective_time("reduce-scatter", nbytes, n, bytes_per_s, topology=topology,
+                           latency=latency, **torus)
+
+
+def all_reduce_time(nbytes, n, bytes_per_s, *, topology="ring", latency=0.0, **torus):
+    """AllReduce A[I, J]{U_X} -> A[I, J] = ReduceScatter then AllGather: twice their cost.
+
+    One-way ring: T = 2 (n - 1) * (latency + nbytes / (n W)).
+
+    >>> all_reduce_time(1e9, 4, 1e9)
+    1.5
+
+    See: Chapter "Networks and collectives", "AllReduce".
+    """
+    return collective_time("all-reduce", nbytes, n, bytes_per_s, topology=topology,
+                           latency=latency, **torus)
+
+
+def all_to_all_time(nbytes, n, bytes_per_s, *, topology="ring", latency=0.0, **torus):
+    """AllToAll A[I_X, J] -> A[I, J_X]: every device sends nbytes / n^2 to every other.
+
+    One-way ring: T = (n - 1) * latency + (n - 1) / (2 n) * nbytes / W (chunks travel d hops);
+    a bidirectional ring is about 1/4 of an AllGather, a switch (n - 1) / n^2 * nbytes / W.
+
+    >>> all_to_all_time(1e9, 4, 1e9)
+    0.375
+    >>> all_to_all_time(1e9, 4, 1e9, topology="switch")
+    0.1875
+
+    See: Chapter "Networks and collectives", "AllToAll".
+    """
+    return collective_time("all-to-all", nbytes, n, bytes_per_s, topology=topology,
+                           latency=latency, **torus)
+
+
+def send_recv_time(nbytes, bytes_per_s, latency=0.0):
+    """Point-to-point send of ``nbytes`` over one link: T = latency + nbytes / W.
+
+    >>> send_recv_time(1e6, 1e9, latency=1e-6)
+    0.001001
+
+    See: Chapter "Networks and collectives", "Send/recv".
+    """
+    V = check_positive("nbytes", nbytes, allow_zero=True)
+    W = check_positive("bytes_per_s", bytes_per_s)
+    return _out(check_positive("latency", latency, allow_zero=True) + V / W)
+
+
+def latency_bound_bytes(collective, n, bytes_per_s, latency, *, topology="ring", shape=None,
+                        wraparound=True):
+    """Array size V* below which a collective is latency-bound: s * latency = b * V* / W.
+
+    V* = s * latency * W / b. Below V* the latency term dominates; at V* the collective takes
+    twice its bandwidth-only time. NaN when n = 1 (nothing to send).
+
+    >>> latency_bound_bytes("all_gather", 16, 45e9, 1e-6, topology="bidirectional_ring")
+    768000.0
+
+    See: Chapter "Networks and collectives", "The latency-bound regime".
+    """
+    W = check_positive("bytes_per_s", bytes_per_s)
+    a = check_positive("latency", latency, allow_zero=True)
+    s, b = cost_terms(collective, n, topology=topology, shape=shape, wraparound=wraparound)
+    b = np.asarray(b, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _out(np.where(b > 0, np.asarray(s) * a * W / np.where(b > 0, b, 1.0), np.nan))
+
+
+class CollectiveBytes(NamedTuple):
+    """Per-device bytes of one collective: buffers (as XLA reports them) and traffic."""
+
+    operand_bytes: float  # the input buffer on each device
+    result_bytes: float  # the output buffer on each device
+    sent_bytes: float  # bytes each device must send (forwarding by other hops not counted)
+    received_bytes: float  # bytes each device must receive
+
+
+def collective_bytes(collective, nbytes, n) -> CollectiveBytes:
+    """Per-device operand, result, sent and received bytes of a collective over ``n`` devices.
+
+    ``nbytes`` is the full array V (for a collective-permute: the array whose V / n shards are
+    shifted between devices):
+
+        all-gather          V / n -> V          sends and receives (n - 1) V / n
+        reduce-scatter      V -> V / n          sends and receives (n - 1) V / n
+        all-reduce          V -> V              sends and receives 2 (n - 1) V / n
+        all-to-all          V / n -> V / n      sends and receives (n - 1) V / n^2
+        collective-permute  V / n -> V / n      sends and receives V / n
+
+    >>> collective_bytes("all_gather", 800, 8)
+    CollectiveBytes(operand_bytes=100.0, result_bytes=800.0, sent_bytes=700.0, received_bytes=700.0)
+
+    See: Chapter "Networks and collectives", "What XLA emits".
+    """
+    kind = canonical_kind(collective)
+    V = np.asarray(check_positive("nbytes", nbytes, allow_zero=True), dtype=float)
+    n = _check_n(n)
+    shard = V / n
+    if kind == "all-gather":
+        out = (shard, V, (n - 1) * shard, (n - 1) * shard)
+    elif kind == "reduce-scatter":
+        out = (V, shard, (n - 1) * shard, (n - 1) * shard)
+    elif kind == "all-reduce":
+        out = (V, V, 2 * (n - 1) * shard, 2 * (n - 1) * shard)
+    elif kind == "all-to-all":
+        out = (shard, shard, (n - 1) * shard / n, (n - 1) * shard / n)
+    else:
+        out = (shard, shard, shard, shard)
+    return CollectiveBytes(*(_out(np.broadcast_to(x, np.broadcast(V, n).shape)) for x in out))
+
+
+# ---- clusters: intra-node then inter-node ------------------------------------------------------
+
+
+def tpu_wraparound(accelerator, shape) -> tuple[bool, ...]:
+    """Which axes of a TPU slice have wraparound links.
+
+    v5e and v6e slices wrap only along full axes of 16 chips; v4 and v5p along axes that are a
+    multiple of 4 (whole 4x4x4 cubes joined by optical switches). Source: Google Cloud TPU docs.
+
+    >>> tpu_wraparound("tpu-v5e", (8, 16)), tpu_wraparound("tpu-v5p", (4, 4, 8))
+    ((False, True), (True, True, True))
+
+    See: Chapter "Networks and collectives", "Tori".
+    """
+    acc = hardware.get(accelerator)
+    if acc.kind != "tpu":
+        raise ValueError(f"{acc.name} is not a TPU; wraparound applies to TPU tori only")
+    if acc.name in ("tpu-v5e", "tpu-v6e"):
+        return tuple(int(k) == 16 for k in shape)
+    return tuple(int(k) % 4 == 0 for k in shape)
+
+
+def intra_node_link_bytes_per_s(cluster) -> float:
+    """The ``bytes_per_s`` argument for a cluster's intra-node topology.
+
+    switch and ring: the device's whole one-way bandwidth (a ring driven over all links);
+    bidirectional_ring: half of it per direction; tori: one link's bandwidth.
+
+    >>> intra_node_link_bytes_per_s(hardware.cluster("tpu-v5e", 256))
+    45000000000.0
+    """
+    link = cluster.intra_node
+    if cluster.topology in ("switch", "ring"):
+        return link.bytes_per_s
+    if cluster.topology == "bidirectional_ring":
+        return link.bytes_per_s / 2
+    return link.per_link_bytes_per_s
+
+
+def _node_split(cluster, n_devices):
+    n = cluster.n_devices if n_devices is None else n_devices
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= cluster.n_devices:
+        raise ValueError(f"n_devices={n!r} must be a whole number in [1, {cluster.n_devices}]")
+    m = min(int(n), cluster.devices_per_node)
+    if n % m:
+        raise ValueError(f"n_devices={n} is not a whole number of nodes of {m}; choose a multiple "
+                         f"of {m} or at most {m}")
+    return m, int(n) // m
+
+
+def _intra(kind, nbytes, cluster, m):
+    kw = {}
+    if cluster.topology.startswith("torus"):
+        shape = cluster.torus_shape or None
+        if shape is not None and math.prod(shape) != m:
+            raise ValueError(f"{m} devices per node do not fill torus_shape={shape}; use a "
+                             "cluster whose node is the torus you mean")
+        wrap = (tpu_wraparound(cluster.accelerator, shape or
+                               hardware.torus_shape(m, 2 if cluster.topology == "torus_2d" else 3))
+                if cluster.accelerator.kind == "tpu" else True)
+        kw = dict(shape=shape, wraparound=wrap)
+    return collective_time(kind, nbytes, m, intra_node_link_bytes_per_s(cluster),
+                           topology=cluster.topology, latency=cluster.intra_node.latency, **kw)
+
+
+def _inter(kind, nbytes, cluster, k):
+    link = cluster.inter_node
+    return collective_time(kind, nbytes, k, link.bytes_per_s, topology="switch",
+                           latency=link.latency)
+
+
+def hierarchical_schedule(collective, nbytes, m, k) -> tuple:
+    """The phases of a two-level collective: (level, kind, full array bytes, participants).
+
+    With m devices per node and k nodes (n = m k), V = ``nbytes``:
+
+        AllGather     = inter AG of V / m over k nodes, then intra AG of V over m
+        ReduceScatter = intra RS of V over m, then inter RS of V / m over k
+        AllReduce     = intra RS of V, inter AR of V / m, intra AG of V
+        AllToAll      = intra A2A of V / k over m, then inter A2A of V / m over k
+
+    Each device joins the inter-node phase with only its 1/m share, so the slow network carries
+    m times less per device than a flat ring over the network would.
+
+    >>> hierarchical_schedule("all_reduce", 800.0, 4, 2)
+    (('intra-node', 'reduce-scatter', 800.0, 4), ('inter-node', 'all-reduce', 200.0, 2), ('intra-node', 'all-gather', 800.0, 4))
+
+    See: Chapter "Networks and collectives", "Hierarchical collectives".
+    """
+    kind = canonical_kind(collective)
+    V = check_positive("nbytes", nbytes, allow_zero=True)
+    intra, inter = ("intra-node", kind, V, m), ("inter-node", kind, _out(np.asarray(V) / m), k)
+    if kind == "all-gather":
+        return (inter, intra)
+    if kind == "reduce-scatter":
+        return (intra, inter)
+    if kind == "all-reduce":
+        return (("intra-node", "reduce-scatter", V, m), ("inter-node", "all-reduce", inter[2], k),
+                ("intra-node", "all-gather", V, m))
+    if kind == "all-to-all":
+        return (("intra-node", kind, _out(np.asarray(V) / k), m), inter)
+    raise ValueError("a collective-permute is a send/recv: use send_recv_time")
+
+
+def hierarchical_time(collective, nbytes, cluster, n_devices=None) -> Breakdown:
+    """A collective over a cluster: the fast intra-node network, then the slower inter-node one.
+
+    Sums the phases of :func:`hierarchical_schedule`: the intra-node phases on the cluster's node
+    topology (``cluster.topology``, TPU tori with their real wraparound), the inter-node phase on a
+    full-bisection switch with per-device bandwidth ``cluster.inter_node.bytes_per_s``.
+    ``n_devices`` (default: all) must fill whole nodes. Returns a Breakdown (seconds) with parts
+    "intra-node" and "inter-node".
+
+    >>> t = hierarchical_time("all_gather", 1e9, hardware.cluster("h100", 16))
+    >>> round(t["intra-node"] * 1e3, 3), round(t["inter-node"] * 1e3, 3)
+    (1.958, 1.255)
+
+    See: Chapter "Networks and collectives", "Hierarchical collectives".
+    """
+    m, k = _node_split(cluster, n_devices)
+    parts = {"intra-node": 0.0, "inter-node": 0.0}
+    for level, kind, V, n in hierarchical_schedule(collective, nbytes, m, k):
+        t = _intra(kind, V, cluster, n) if level == "intra-node" else _inter(kind, V, cluster, n)
+        parts[level] = _out(np.asarray(parts[level]) + t)
+    return Breakdown(parts, unit="s")

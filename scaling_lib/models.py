@@ -1,0 +1,342 @@
+"""Model shapes: the "what" of every estimate.
+
+A :class:`TransformerConfig` holds the few integers that fix a decoder-only transformer's cost,
+in the book's notation: L layers, width D, MLP width F, N query heads, K key/value heads, head
+dimension H, vocabulary V, and for a mixture of experts E experts of which k are active per token.
+Presets are built from the published configs (each cites its source); :func:`from_hf_config`
+reads a Hugging Face ``config.json``.
+
+See: Chapter 5, "Counting FLOPs and parameters".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+NORMS = ("rmsnorm", "layernorm")
+
+
+@dataclass(frozen=True)
+class MLA:
+    """Multi-head latent attention (DeepSeek-V2/V3): keys and values go through a low-rank latent.
+
+    Per layer: ``q_lora_rank`` (0 = queries projected directly from D), ``kv_lora_rank`` (the
+    cached latent), query/key head dims ``qk_nope_head_dim + qk_rope_head_dim`` and value head dim
+    ``v_head_dim``. The decoupled RoPE key (``qk_rope_head_dim`` wide) is shared by all heads and
+    cached next to the latent.
+    """
+
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+    def __post_init__(self):
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"MLA.{f.name}={v!r} must be an integer >= 0")
+        for name in ("kv_lora_rank", "qk_nope_head_dim", "v_head_dim"):
+            if getattr(self, name) == 0:
+                raise ValueError(f"MLA.{name} must be > 0")
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Width of one query/key head (no-RoPE part plus RoPE part)."""
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """A decoder-only transformer's shape, in the book's notation. Frozen and validated.
+
+    L layers of width D; attention with N query heads and K key/value heads (K = N is multi-head,
+    K = 1 multi-query, otherwise grouped-query) of dimension H; an MLP of hidden width F, gated
+    (``glu``: three matrices, SwiGLU) or not (two matrices); vocabulary V.
+
+    Mixture of experts (E > 1): every layer after the first ``n_dense_layers`` replaces its MLP by
+    E routed experts of hidden width ``F_expert`` (default F), k of them active per token, plus
+    ``n_shared_experts`` always-active experts of the same width and a [D, E] router.
+    ``mla`` switches attention to multi-head latent attention (then K and H only describe the
+    layout nominally; the MLA dimensions decide counts and the KV cache).
+
+    Other options: ``bias`` (biases in every linear layer and in LayerNorms), ``norm``
+    ("rmsnorm": D weights; "layernorm": D weights, plus D biases when ``bias``),
+    ``learned_positions`` (rows of a learned position table; 0 for RoPE), ``dropout``
+    (dropout layers present in training: they cost activation memory).
+
+    >>> cfg = TransformerConfig(L=32, D=4096, F=14336, N=32, K=8, H=128, V=128256)
+    >>> cfg.is_moe, cfg.gqa_group
+    (False, 4)
+    """
+
+    L: int
+    D: int
+    F: int
+    N: int
+    K: int
+    H: int
+    V: int
+    glu: bool = True
+    tied_embeddings: bool = False
+    E: int = 1
+    k: int = 1
+    F_expert: int | None = None
+    n_shared_experts: int = 0
+    n_dense_layers: int = 0
+    bias: bool = False
+    norm: str = "rmsnorm"
+    learned_positions: int = 0
+    dropout: bool = False
+    mla: MLA | None = None
+    name: str = ""
+    source: str = ""
+
+    def __post_init__(self):
+        for sym in ("L", "D", "F", "N", "K", "H", "V", "E", "k"):
+            v = getattr(self, sym)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{sym}={v!r} must be a positive integer")
+        for sym in ("n_shared_experts", "n_dense_layers", "learned_positions"):
+            v = getattr(self, sym)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"{sym}={v!r} must be an integer >= 0")
+        if self.F_expert is not None and (isinstance(self.F_expert, bool)
+                                          or not isinstance(self.F_expert, int)
+                                          or self.F_expert < 1):
+            raise ValueError(f"F_expert={self.F_expert!r} must be a positive integer or None")
+        if self.N % self.K:
+            divisors = [d for d in range(1, self.N + 1) if self.N % d == 0]
+            raise ValueError(f"K={self.K} kv heads must divide N={self.N} query heads; "
+                             f"choose K in {divisors}")
+        if self.k > self.E:
+            raise ValueError(f"k={self.k} active experts cannot exceed E={self.E} experts")
+        if self.E == 1 and (self.n_shared_experts or self.n_dense_layers or self.k != 1):
+            raise ValueError("n_shared_experts, n_dense_layers and k apply to MoE models only "
+                             f"(E > 1); got E=1 with k={self.k}, "
+                             f"n_shared_experts={self.n_shared_experts}, "
+                             f"n_dense_layers={self.n_dense_layers}")
+        if self.n_dense_layers > self.L:
+            raise ValueError(f"n_dense_layers={self.n_dense_layers} exceeds L={self.L}")
+        if self.norm not in NORMS:
+            raise ValueError(f"norm={self.norm!r}; valid choices: {', '.join(NORMS)}")
+        if self.mla is not None and not isinstance(self.mla, MLA):
+            raise ValueError(f"mla={self.mla!r} must be an MLA(...) or None")
+
+    # ---- derived shapes ---------------------------------------------------------------------
+    @property
+    def is_moe(self) -> bool:
+        """Whether the MLPs are mixtures of experts (E > 1)."""
+        return self.E > 1
+
+    @property
+    def F_e(self) -> int:
+        """Hidden width of one expert (F when ``F_expert`` is not given)."""
+        return self.F if self.F_expert is None else self.F_expert
+
+    @property
+    def n_moe_layers(self) -> int:
+        """Layers whose MLP is a mixture of experts (0 for a dense model)."""
+        return self.L - self.n_dense_layers if self.is_moe else 0
+
+    @property
+    def gqa_group(self) -> int:
+        """Query heads sharing one key/value head: N / K."""
+        return self.N // self.K
+
+    def with_changes(self, **changes) -> TransformerConfig:
+        """A copy with some fields changed (validated again).
+
+        >>> get("llama3-8b").with_changes(L=16).L
+        16
+        """
+        return replace(self, **changes)
+
+    def __repr__(self):
+        label = f"{self.name!r}, " if self.name else ""
+        core = ", ".join(f"{s}={getattr(self, s)}" for s in ("L", "D", "F", "N", "K", "H", "V"))
+        moe = f", E={self.E}, k={self.k}" if self.is_moe else ""
+        return f"TransformerConfig({label}{core}{moe})"
+
+
+def gpt(L: int, D: int, N: int, *, V: int = 51200, T_max: int = 2048, **kw) -> TransformerConfig:
+    """A GPT-2/GPT-3-style model: F = 4D, plain GeLU MLP, biases, LayerNorm, learned positions,
+    tied embeddings, dropout; head dimension D / N. Megatron-LM's GPT models use V = 51,200
+    (a padded GPT-2 vocabulary) and T_max = 2,048 (Narayanan et al. 2021, Table 1).
+
+    >>> gpt(24, 2304, 24).F
+    9216
+    """
+    if D % N:
+        raise ValueError(f"N={N} heads must divide D={D}")
+    opts = dict(glu=False, tied_embeddings=True, bias=True, norm="layernorm",
+                learned_positions=T_max, dropout=True)
+    opts.update(kw)
+    return TransformerConfig(L=L, D=D, F=4 * D, N=N, K=N, H=D // N, V=V, **opts)
+
+
+# ---- presets ------------------------------------------------------------------------------------
+_LLAMA3_V = 128256  # Llama 3 tokenizer, 128K tokens (Llama 3 Herd of Models, section 3.2)
+
+PRESETS: dict[str, TransformerConfig] = {
+    # meta-llama/Meta-Llama-3-8B config.json: hidden 4096, intermediate 14336, 32 layers,
+    # 32 heads, 8 kv heads, vocab 128256, tie_word_embeddings false. Also Llama 3 paper Table 3.
+    "llama3-8b": TransformerConfig(32, 4096, 14336, 32, 8, 128, _LLAMA3_V, name="llama3-8b",
+                                   source="meta-llama/Meta-Llama-3-8B config.json; "
+                                          "Llama 3 Herd of Models (2024) Table 3"),
+    # meta-llama/Meta-Llama-3-70B config.json: 8192, 28672, 80 layers, 64 heads, 8 kv heads.
+    "llama3-70b": TransformerConfig(80, 8192, 28672, 64, 8, 128, _LLAMA3_V, name="llama3-70b",
+                                    source="meta-llama/Meta-Llama-3-70B config.json; "
+                                           "Llama 3 Herd of Models (2024) Table 3"),
+    # Llama 3 Herd of Models Table 3 and meta-llama/Llama-3.1-405B config.json: 126 layers,
+    # 16384, FFN 53248, 128 heads, 8 kv heads.
+    "llama3-405b": TransformerConfig(126, 16384, 53248, 128, 8, 128, _LLAMA3_V,
+                                     name="llama3-405b",
+                                     source="Llama 3 Herd of Models (2024) Table 3; "
+                                            "meta-llama/Llama-3.1-405B config.json"),
+    # meta-llama/Llama-2-13b-hf config.json: 5120, 13824, 40 layers, 40 heads (MHA), vocab 32000.
+    "llama2-13b": TransformerConfig(40, 5120, 13824, 40, 40, 128, 32000, name="llama2-13b",
+                                    source="meta-llama/Llama-2-13b-hf config.json; "
+                                           "Touvron et al. 2023 (Llama 2) Table 1"),
+    # Brown et al. 2020 Table 2.1: 96 layers, d_model 12288, 96 heads of 128, context 2048;
+    # F = 4 d_model; GPT-2 BPE vocabulary of 50257 (Radford et al. 2019); tied embeddings.
+    "gpt3-175b": gpt(96, 12288, 96, V=50257, T_max=2048, name="gpt3-175b",
+                     source="Brown et al. 2020 (GPT-3) Table 2.1"),
+    # Chowdhery et al. 2022 (PaLM) Table 1 and section 2: 118 layers, 18432, 48 heads of 256,
+    # multi-query (K = 1), SwiGLU with F = 4D, shared input/output embedding, V = 256k, no biases.
+    "palm-540b": TransformerConfig(118, 18432, 73728, 48, 1, 256, 256000, tied_embeddings=True,
+                                   norm="layernorm", name="palm-540b",
+                                   source="Chowdhery et al. 2022 (PaLM) Table 1, section 2"),
+    # mistralai/Mixtral-8x7B-v0.1 config.json: 4096, 14336, 32 layers, 32 heads, 8 kv heads,
+    # vocab 32000, 8 local experts, 2 per token.
+    "mixtral-8x7b": TransformerConfig(32, 4096, 14336, 32, 8, 128, 32000, E=8, k=2,
+                                      name="mixtral-8x7b",
+                                      source="mistralai/Mixtral-8x7B-v0.1 config.json"),
+    # deepseek-ai/DeepSeek-V3 config.json and DeepSeek-V3 Technical Report (arXiv 2412.19437)
+    # section 4.2: 61 layers, 7168 wide, MLA with 128 heads (q_lora_rank 1536, kv_lora_rank
+    # 512, qk dims 128 + 64 RoPE, v 128); first 3 layers dense (F = 18432); the other 58 have
+    # 256 routed experts of width 2048, 8 active, plus 1 shared expert; vocab 129280, untied.
+    # Left out: the multi-token-prediction module (about 14B more parameters in the checkpoint)
+    # and the router's per-expert bias (256 numbers per layer, a load-balancing buffer).
+    "deepseek-v3": TransformerConfig(61, 7168, 18432, 128, 128, 128, 129280, E=256, k=8,
+                                     F_expert=2048, n_shared_experts=1, n_dense_layers=3,
+                                     mla=MLA(1536, 512, 128, 64, 128), name="deepseek-v3",
+                                     source="deepseek-ai/DeepSeek-V3 config.json; "
+                                            "DeepSeek-V3 Technical Report (2024) section 4.2"),
+}
+
+_ALIASES = {
+    "llama-3-8b": "llama3-8b", "llama3.1-8b": "llama3-8b",
+    "llama-3-70b": "llama3-70b", "llama3.1-70b": "llama3-70b",
+    "llama-3-405b": "llama3-405b", "llama3.1-405b": "llama3-405b",
+    "llama-2-13b": "llama2-13b", "gpt3": "gpt3-175b", "gpt-3": "gpt3-175b",
+    "palm": "palm-540b", "mixtral": "mixtral-8x7b", "deepseek-v3-671b": "deepseek-v3",
+}
+
+
+def names() -> tuple[str, ...]:
+    """Names of every model preset."""
+    return tuple(PRESETS)
+
+
+def get(name) -> TransformerConfig:
+    """Look up a model preset by name (a TransformerConfig passes through unchanged).
+
+    >>> get("llama3-70b").L
+    80
+    """
+    if isinstance(name, TransformerConfig):
+        return name
+    if not isinstance(name, str):
+        raise ValueError(f"model must be a preset name or a TransformerConfig, got {name!r}")
+    key = name.strip().lower()
+    key = _ALIASES.get(key, key)
+    if key not in PRESETS:
+        raise ValueError(f"unknown model {name!r}; known: {', '.join(PRESETS)}")
+    return PRESETS[key]
+
+
+# ---- Hugging Face config.json -------------------------------------------------------------------
+# Each field: the keys that may hold it, first match wins (Llama/Mistral/Qwen names, then GPT-2).
+_HF_KEYS = {
+    "D": ("hidden_size", "n_embd", "d_model"),
+    "L": ("num_hidden_layers", "n_layer", "num_layers"),
+    "N": ("num_attention_heads", "n_head", "num_heads"),
+    "V": ("vocab_size",),
+}
+_TIED_BY_DEFAULT = {"gpt2", "gpt_neo", "gemma", "gemma2", "gemma3_text", "opt", "bloom"}
+
+
+def _first(cfg: dict, keys: tuple[str, ...], what: str):
+    for key in keys:
+        if cfg.get(key) is not None:
+            return cfg[key]
+    raise ValueError(f"config.json has none of {', '.join(repr(k) for k in keys)} (needed for "
+                     f"{what}); keys present: {', '.join(sorted(cfg)) or 'none'}")
+
+
+def from_hf_config(cfg: dict, *, name: str = "") -> TransformerConfig:
+    """Build a TransformerConfig from a Hugging Face ``config.json`` (as a dict).
+
+    Understands Llama-style keys (``hidden_size``, ``intermediate_size``, ``num_hidden_layers``,
+    ``num_attention_heads``, ``num_key_value_heads``, ``head_dim``, ``vocab_size``,
+    ``tie_word_embeddings``, ``attention_bias``/``mlp_bias``), Mixtral-style experts
+    (``num_local_experts``, ``num_experts_per_tok``), DeepSeek-style MoE and MLA
+    (``n_routed_experts``, ``moe_intermediate_size``, ``n_shared_experts``,
+    ``first_k_dense_replace``, ``q_lora_rank``, ``kv_lora_rank``, ...) and GPT-2 names
+    (``n_embd``, ``n_layer``, ``n_head``, ``n_positions``). Missing required keys raise a
+    ValueError naming them. Not modelled: biases on only some projections (Qwen2's q/k/v biases),
+    DeepSeek's multi-token-prediction layers.
+
+    >>> c = from_hf_config({"hidden_size": 4096, "intermediate_size": 14336,
+    ...     "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+    ...     "vocab_size": 128256})
+    >>> c == get("llama3-8b").with_changes(name="", source="")
+    True
+    """
+    if not isinstance(cfg, dict):
+        raise ValueError(f"expected the parsed config.json as a dict, got {type(cfg).__name__}")
+    D = int(_first(cfg, _HF_KEYS["D"], "D (model width)"))
+    L = int(_first(cfg, _HF_KEYS["L"], "L (layers)"))
+    N = int(_first(cfg, _HF_KEYS["N"], "N (query heads)"))
+    V = int(_first(cfg, _HF_KEYS["V"], "V (vocabulary)"))
+    K = int(cfg.get("num_key_value_heads") or N)  # HF default: multi-head attention
+    model_type = str(cfg.get("model_type", ""))
+    gpt2_style = "n_embd" in cfg and "hidden_size" not in cfg
+    if gpt2_style:
+        F = int(cfg.get("n_inner") or 4 * D)
+    else:
+        F = int(_first(cfg, ("intermediate_size", "ffn_dim", "d_ff"), "F (MLP width)"))
+    H = int(cfg.get("head_dim") or D // N)
+    tied = cfg.get("tie_word_embeddings")
+    tied = (model_type in _TIED_BY_DEFAULT or gpt2_style) if tied is None else bool(tied)
+    attn_bias, mlp_bias = bool(cfg.get("attention_bias", False)), bool(cfg.get("mlp_bias", False))
+    if attn_bias != mlp_bias:
+        raise ValueError(f"attention_bias={attn_bias} but mlp_bias={mlp_bias}: biases on only "
+                         "some layers are not modelled; the config's bias flag covers all linear "
+                         "layers")
+    opts: dict = dict(tied_embeddings=tied, bias=attn_bias or gpt2_style, name=name or model_type)
+    if gpt2_style:
+        opts.update(glu=False, norm="layernorm", learned_positions=int(cfg.get("n_positions", 0)),
+                    dropout=bool(cfg.get("resid_pdrop", 0.0)))
+    E = cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts")
+    if E and int(E) > 1:
+        opts["E"] = int(E)
+        opts["k"] = int(_first(cfg, ("num_experts_per_tok", "top_k"), "k (active experts)"))
+        if cfg.get("moe_intermediate_size"):
+            opts["F_expert"] = int(cfg["moe_intermediate_size"])
+        opts["n_shared_experts"] = int(cfg.get("n_shared_experts") or 0)
+        opts["n_dense_layers"] = int(cfg.get("first_k_dense_replace") or 0)
+        if int(cfg.get("moe_layer_freq", 1) or 1) != 1:
+            raise ValueError(f"moe_layer_freq={cfg['moe_layer_freq']}: only every layer being MoE "
+                             "(after first_k_dense_replace) is modelled")
+    if cfg.get("kv_lora_rank"):
+        need = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+        missing = [key for key in need if cfg.get(key) is None]
+        if missing:
+            raise ValueError(f"config.json has kv_lora_rank (MLA) but lacks {missing}")
+        opts["mla"] = MLA(int(cfg.get("q_lora_rank") or 0), *(int(cfg[key]) for key in need))
+        H = int(cfg["v_head_dim"])
+        K = N
+    return TransformerConfig(L=L, D=D, F=F, N=N, K=K, H=H, V=V, **opts)

@@ -1,0 +1,147 @@
+"""``ParallelPlan``: how a model is split over devices, and the pipeline bubble.
+
+Degrees: dp (data), tp (tensor), pp (pipeline stages), cp (context), ep (expert). Expert
+parallelism is carved out of the data-parallel ranks (the Megatron-Core and DeepSpeed-MoE
+convention), so the world size is dp · tp · pp · cp and ep must divide dp · cp.
+``zero`` is the ZeRO stage over the data-parallel ranks (3 = FSDP); ``shard_group`` shards over
+a smaller group than dp · cp and replicates across groups (HSDP when ``zero=3``).
+
+See: Chapter 6, "Memory for training", and the parallelism chapters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from ..units import scalar_or_array as _out
+
+SCHEDULES = ("1f1b", "gpipe", "interleaved")
+RECOMPUTE = ("none", "selective", "full")
+ZERO_STAGES = (0, 1, 2, 3)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@dataclass(frozen=True)
+class ParallelPlan:
+    """Degrees of parallelism and the per-device training options. Frozen and validated.
+
+    ``micro_batch`` is sequences per micro-batch on each data-parallel rank;
+    ``virtual_stages`` is the number of model chunks per pipeline device (interleaved 1F1B);
+    ``recompute`` is "none", "selective" or "full"; ``sequence_parallel`` shards the
+    layer-norm and dropout activations over the tp group.
+
+    >>> p = ParallelPlan(dp=64, tp=8, pp=16)
+    >>> p.world_size
+    8192
+    >>> ParallelPlan(zero=4)
+    Traceback (most recent call last):
+    ...
+    ValueError: zero=4 is not a ZeRO stage; valid choices: 0, 1, 2, 3 (3 = FSDP)
+    """
+
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1
+    zero: int = 0
+    micro_batch: int = 1
+    virtual_stages: int = 1
+    schedule: str = "1f1b"
+    recompute: str = "none"
+    sequence_parallel: bool = False
+    shard_group: int | None = None
+
+    def __post_init__(self):
+        for name in ("dp", "tp", "pp", "cp", "ep", "micro_batch", "virtual_stages"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{name}={v!r} must be a positive integer")
+        if self.zero not in ZERO_STAGES or isinstance(self.zero, bool):
+            raise ValueError(f"zero={self.zero!r} is not a ZeRO stage; valid choices: "
+                             "0, 1, 2, 3 (3 = FSDP)")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule={self.schedule!r}; valid choices: {', '.join(SCHEDULES)}")
+        if self.schedule == "gpipe" and self.virtual_stages != 1:
+            raise ValueError(f"virtual_stages={self.virtual_stages} needs an interleaved "
+                             "schedule; use schedule='interleaved' or virtual_stages=1")
+        if self.recompute not in RECOMPUTE:
+            raise ValueError(f"recompute={self.recompute!r}; valid choices: "
+                             f"{', '.join(RECOMPUTE)}")
+        replicas = self.dp * self.cp
+        if replicas % self.ep:
+            raise ValueError(f"ep={self.ep} must divide dp * cp = {replicas} (experts are "
+                             f"spread over the data-parallel ranks); choose ep in "
+                             f"{_divisors(replicas)}")
+        if self.shard_group is not None:
+            g = self.shard_group
+            if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or g < 1 \
+                    or replicas % g:
+                raise ValueError(f"shard_group={g!r} must divide dp * cp = {replicas}; "
+                                 f"choose one of {_divisors(replicas)} (or None for all)")
+
+    @property
+    def world_size(self) -> int:
+        """Devices the plan uses: dp · tp · pp · cp (ep lives inside dp · cp)."""
+        return self.dp * self.tp * self.pp * self.cp
+
+    @property
+    def zero_group(self) -> int:
+        """Ranks that ZeRO shards states over: ``shard_group``, or every replica (dp · cp)."""
+        return self.shard_group if self.shard_group is not None else self.dp * self.cp
+
+    def n_microbatches(self, global_batch: int) -> int:
+        """Micro-batches per step on each pipeline: global_batch / (dp · micro_batch).
+
+        >>> ParallelPlan(dp=8, micro_batch=2).n_microbatches(64)
+        4
+        """
+        per_step = self.dp * self.micro_batch
+        if isinstance(global_batch, bool) or int(global_batch) != global_batch \
+                or global_batch < per_step or global_batch % per_step:
+            raise ValueError(f"global_batch={global_batch!r} sequences must be a positive "
+                             f"multiple of dp * micro_batch = {per_step}")
+        return int(global_batch) // per_step
+
+    def with_changes(self, **changes) -> ParallelPlan:
+        """A copy with some fields changed (validated again)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values.update(changes)
+        return ParallelPlan(**values)
+
+
+def pipeline_bubble_fraction(pp, n_microbatches, virtual_stages=1, schedule="1f1b", *,
+                             relative_to="step"):
+    """Idle share of a pipelined step: (p - 1) / (v·m + p - 1).
+
+    For GPipe and 1F1B (v = 1) and interleaved 1F1B with v model chunks per device, the step
+    takes v·m + p - 1 chunk-times of which p - 1 are ramp-up and drain; 1 minus this is the
+    utilisation ceiling. ``relative_to="compute"`` gives Megatron-LM's form (p - 1)/(v·m), the
+    same idle time measured against the ideal compute time (Narayanan et al. 2021, section 2.2).
+    Broadcasts over numpy arrays.
+
+    >>> pipeline_bubble_fraction(4, 4)  # 3/7 idle: a 57% ceiling
+    0.42857142857142855
+    >>> pipeline_bubble_fraction(4, 4, relative_to="compute")
+    0.75
+    """
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule={schedule!r}; valid choices: {', '.join(SCHEDULES)}")
+    if relative_to not in ("step", "compute"):
+        raise ValueError(f"relative_to={relative_to!r}; valid choices: step, compute")
+    p = np.asarray(pp, dtype=float)
+    m = np.asarray(n_microbatches, dtype=float)
+    v = np.asarray(virtual_stages, dtype=float)
+    for name, arr in (("pp", p), ("n_microbatches", m), ("virtual_stages", v)):
+        if np.any(~np.isfinite(arr) | (arr < 1) | (arr != np.round(arr))):
+            raise ValueError(f"{name}={arr.tolist()!r} must be integers >= 1")
+    if schedule == "gpipe" and np.any(v != 1):
+        raise ValueError("GPipe has no virtual stages; use schedule='interleaved'")
+    if relative_to == "compute":
+        return _out((p - 1) / (v * m))
+    return _out((p - 1) / (v * m + p - 1))

@@ -1,0 +1,53 @@
+"""Exercise notebooks are generated from the solutions; they must never drift."""
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from scaling_lib.exercises import MarkupError, build, make_exercise, strip_solutions
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
+
+
+def test_committed_exercises_match_regenerated():
+    stale = build(ROOT, check=True)
+    assert stale == [], f"run `python -m scaling_lib.exercises build`; stale: {stale}"
+
+
+def test_every_solution_has_an_exercise_and_back():
+    sol = {p.name for p in SOLUTIONS}
+    ex = {p.name for p in (ROOT / "exercises").glob("*.ipynb")}
+    assert sol and sol == ex
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_solutions_have_enough_graded_exercises(path):
+    nb = nbformat.read(path, as_version=4)
+    graded = [c for c in nb.cells if "graded" in c.get("metadata", {}).get("tags", [])]
+    assert len(graded) >= 8, f"{path.name} has {len(graded)} graded exercises (need >= 8)"
+    implement = [c for c in graded if "check_function(" in c.source]
+    assert len(implement) >= 2, f"{path.name}: need >= 2 'implement this function' exercises"
+    for c in graded:
+        assert "check" in c.source.strip().splitlines()[-1] or "check" in c.source, c.source
+    ex = make_exercise(nb, path.name)
+    text = "\n".join(c.source for c in ex.cells)
+    assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text
+
+
+def test_strip_solutions_function_body_gets_not_implemented():
+    src = "def f(x):\n    # BEGIN SOLUTION\n    return 2 * x\n    # END SOLUTION\n"
+    out, found = strip_solutions(src)
+    assert found
+    assert out == 'def f(x):\n    raise NotImplementedError("write your code here")\n'
+
+
+@pytest.mark.parametrize("src, msg", [
+    ("# BEGIN SOLUTION\nx = 1\n", "without '# END SOLUTION'"),
+    ("x = 1\n# END SOLUTION\n", "without '# BEGIN SOLUTION'"),
+    ("# BEGIN SOLUTION\nx = 1\n# END SOLUTION\n", "needs a '# STUB"),
+])
+def test_strip_solutions_malformed(src, msg):
+    with pytest.raises(MarkupError, match=msg):
+        strip_solutions(src)

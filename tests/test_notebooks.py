@@ -1,0 +1,76 @@
+"""Notebook-level promises. (Chapters and solutions are also executed by nbval: see pyproject.)"""
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+from nbclient import NotebookClient
+
+from scaling_lib.grading import NOT_SOLVED
+
+ROOT = Path(__file__).resolve().parents[1]
+ALL = sorted(p for d in ("chapters", "solutions", "exercises") for p in (ROOT / d).glob("*.ipynb"))
+EXERCISES = sorted((ROOT / "exercises").glob("*.ipynb"))
+
+
+def _toc_files():
+    toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
+    files = [toc["root"]]
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "file" in node:
+                files.append(node["file"])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(toc.get("parts", []))
+    return files
+
+
+def test_every_notebook_is_in_the_toc_and_every_toc_file_exists():
+    toc = set(_toc_files())
+    for path in ALL:
+        assert str(path.relative_to(ROOT).with_suffix("")) in toc, f"{path} missing from _toc.yml"
+    for f in toc:
+        assert list(ROOT.glob(f + ".*")), f"_toc.yml lists {f}, which does not exist"
+
+
+def test_first_cell_installs_from_the_configured_repository():
+    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    first_cells = set()
+    for path in ALL:
+        nb = nbformat.read(path, as_version=4)
+        first = next(c for c in nb.cells if c.cell_type == "code")
+        assert f"git+{repo}" in first.source, f"{path.name}: first code cell must install {repo}"
+        assert "remove-cell" in first.metadata.get("tags", []), f"{path.name}: hide the set-up"
+        first_cells.add(first.source)
+    assert len(first_cells) == 1, "every notebook should share the same set-up cell"
+
+
+def test_chapters_link_their_exercises():
+    for path in sorted((ROOT / "chapters").glob("*.ipynb")):
+        if not (ROOT / "solutions" / path.name).exists():
+            continue
+        text = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
+        assert f"exercises/{path.name}" in text, f"{path.name} must link its exercise notebook"
+
+
+@pytest.mark.parametrize("path", EXERCISES, ids=lambda p: p.name)
+def test_exercise_notebook_reports_not_solved_yet(path):
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    graded = [c for c in nb.cells if "graded" in c.get("metadata", {}).get("tags", [])]
+    assert graded
+    for cell in graded:
+        text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+        errors = [o for o in cell.outputs if o.output_type == "error"]
+        assert not errors, f"{path.name}: graded cell raised {errors[0]['ename']}"
+        verdicts = re.findall(r"^(PASS|FAIL|NOT SOLVED YET):", text, flags=re.M)
+        assert verdicts == [NOT_SOLVED], f"{path.name}: {cell.source[:60]!r} printed {text!r}"
