@@ -39,8 +39,12 @@ def _attention_weights(cfg) -> int:
     m = cfg.mla
     if m is None:
         return 2 * D * (N + cfg.K) * cfg.H
-    q = (D * m.q_lora_rank + m.q_lora_rank * N * m.qk_head_dim) if m.q_lora_rank else D * N * m.qk_head_dim
-    kv = D * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank * N * (m.qk_nope_head_dim + m.v_head_dim)
+    if m.q_lora_rank:  # D -> latent -> heads
+        q = D * m.q_lora_rank + m.q_lora_rank * N * m.qk_head_dim
+    else:
+        q = D * N * m.qk_head_dim
+    kv = D * (m.kv_lora_rank + m.qk_rope_head_dim)  # the cached latent and shared RoPE key
+    kv += m.kv_lora_rank * N * (m.qk_nope_head_dim + m.v_head_dim)
     return q + kv + N * m.v_head_dim * D
 
 
@@ -336,7 +340,8 @@ def train_time(flops, n_devices, accelerator, mfu, dtype="bf16"):
     return _out(flops / (n_devices * acc.peak_flops_per_s(dtype) * u))
 
 
-def breakdown_flops_per_token(cfg, T, *, training: bool = True, causal: bool = False) -> Breakdown:
+def breakdown_flops_per_token(cfg, T, *, training: bool = True,
+                              causal: bool = False) -> Breakdown:
     """FLOPs per token by part: attention projections, attention (QKᵀ, AV), MLP (or experts
     and router), unembedding. Sums to :func:`flops_per_token`.
 

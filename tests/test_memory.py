@@ -1,0 +1,237 @@
+"""Tests for scaling_lib.memory: ZeRO model states, Korthikanti activations, plans per device."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from scaling_lib import memory as mem, models, transformer as tr
+from scaling_lib.parallelism import ParallelPlan
+
+
+# ---- model states: ZeRO ------------------------------------------------------------------------
+def test_zero_paper_7_5b_on_64_gpus():
+    # Rajbhandari et al. 2020 (ZeRO), Figure 1: Ψ = 7.5B, N_d = 64, K = 12:
+    # 120 GB baseline, 31.4 GB (P_os), 16.6 GB (P_os+g), 1.9 GB (P_os+g+p).
+    got = [round(mem.model_state_bytes(7.5e9, 64, z).total / 1e9, 1) for z in range(4)]
+    assert got == [120.0, 31.4, 16.6, 1.9]
+
+
+def test_zero_stage_parts():
+    s = mem.model_state_bytes(1e9, 8, 2)
+    assert (s["parameters"], s["gradients"], s["optimizer"]) == (2e9, 2e9 / 8, 12e9 / 8)
+
+
+@pytest.mark.parametrize("recipe, optimizer, total", [
+    ("mixed", "adam", 16), ("mixed_fp32_grads", "adam", 18), ("fp32", "adam", 16),
+    ("bf16", "adam", 8), ("fp32", "sgd", 8), ("mixed", "momentum", 12)])
+def test_bytes_per_param_recipes(recipe, optimizer, total):
+    assert mem.bytes_per_param(recipe, optimizer).total == total
+
+
+def test_largest_plain_dp_model_on_80gb():
+    # 80e9 / 16 bytes = 5e9 parameters with mixed-precision Adam and no sharding.
+    assert mem.max_trainable_params("a100-80gb") == 5e9
+    assert mem.max_trainable_params(80e9, recipe="bf16") == 10e9
+    assert mem.max_trainable_params("h100", dp=64, zero=3) == 64 * 5e9
+
+
+def test_model_state_errors():
+    with pytest.raises(ValueError, match="recipe='fp16x'; valid choices: mixed"):
+        mem.bytes_per_param("fp16x")
+    with pytest.raises(ValueError, match="optimizer='adagrad'"):
+        mem.bytes_per_param("mixed", "adagrad")
+    with pytest.raises(ValueError, match="zero=5"):
+        mem.model_state_bytes(1e9, 8, 5)
+
+
+# ---- activations: Korthikanti et al. 2022, Table 2 ---------------------------------------------
+GPT3 = models.get("gpt3-175b")  # a=96, h=12288, dropout on: the paper's setting
+
+
+@settings(max_examples=60, deadline=None)
+@given(s=st.sampled_from([512, 1024, 2048, 4096]), b=st.integers(1, 8),
+       t=st.sampled_from([1, 2, 4, 8, 16, 32]))
+def test_korthikanti_table2_formulas(s, b, t):
+    h, a = GPT3.D, GPT3.N
+    sbh = s * b * h
+
+    def act(**kw):
+        return mem.activation_bytes(GPT3, b, s, **kw)
+    assert math.isclose(act(), sbh * (34 + 5 * a * s / h))
+    assert math.isclose(act(tp=t), sbh * (10 + 24 / t + 5 * a * s / (h * t)))
+    assert math.isclose(act(tp=t, sequence_parallel=True), sbh * (34 / t + 5 * a * s / (h * t)))
+    assert math.isclose(act(tp=t, recompute="selective"), sbh * (10 + 24 / t))
+    assert math.isclose(act(tp=t, sequence_parallel=True, recompute="selective"), sbh * 34 / t)
+    assert math.isclose(act(recompute="full"), 2 * sbh)
+
+
+@pytest.mark.parametrize("name, a, h, saved", [
+    # Korthikanti et al. 2022, section 4.2.2: 5as/h = 80 for GPT-3 (saves 70% of activation
+    # memory) and 64 for MT-NLG 530B (saves 65%).
+    ("gpt3", 96, 12288, 0.70), ("mt-nlg", 128, 20480, 0.65)])
+def test_korthikanti_selective_saving(name, a, h, saved):
+    cfg = models.gpt(105 if name == "mt-nlg" else 96, h, a)
+    full = mem.activation_bytes(cfg, 1, 2048, tp=8, sequence_parallel=True)
+    sel = mem.activation_bytes(cfg, 1, 2048, "selective", tp=8, sequence_parallel=True)
+    assert round(1 - sel / full, 2) == saved
+
+
+def test_flash_attention_drops_the_quadratic_term():
+    c = models.get("llama3-8b")
+    T = np.array([2048, 4096, 8192])
+    flash = mem.activation_bytes(c, 1, T, flash_attention=True)
+    np.testing.assert_allclose(flash[1:] / flash[:-1], 2.0)  # linear in T
+    naive = mem.activation_bytes(c, 1, T)
+    assert np.all(np.diff(naive / T) > 0)  # superlinear without it
+
+
+def test_gqa_and_gated_mlp_terms():
+    # Llama 3 8B, no dropout: norms 2·2D, QKV and MLP inputs 2·2D, Q 2NH, K and V 2·2KH,
+    # attention output 2NH, MLP gate/up/product 3·2F, scores 2·N·T per token.
+    c = models.get("llama3-8b")
+    T = 1024
+    b = mem.activation_breakdown(c, 1, T)
+    assert b["norms, inputs and masks"] == T * 8 * c.D
+    assert b["q, k, v"] == T * 2 * (c.N + 2 * c.K) * c.H
+    assert b["mlp hidden"] == T * 6 * c.F
+    assert b["attention scores"] == T * 2 * c.N * T
+
+
+def test_kv_heads_are_replicated_beyond_k():
+    c = models.get("llama3-8b")  # K = 8
+    b16 = mem.activation_breakdown(c, 1, 1024, tp=16)
+    assert b16["q, k, v"] == 1024 * 2 * (c.N * c.H / 16 + 2 * c.H * 1)
+
+
+def test_activation_errors():
+    with pytest.raises(ValueError, match=r"tp=3 must divide N=32.*\[1, 2, 4, 8, 16, 32\]"):
+        mem.activation_bytes("llama3-8b", 1, 1024, tp=3)
+    with pytest.raises(ValueError, match="recompute='most'"):
+        mem.activation_bytes("llama3-8b", 1, 1024, recompute="most")
+
+
+def test_checkpointing_tradeoff():
+    c = models.get("llama3-8b")
+    every = np.arange(1, c.L + 1)
+    m = mem.checkpointed_activation_bytes(c, 1, 4096, every, flash_attention=True)
+    ck = mem.activation_bytes(c, 1, 4096, "full")
+    layer = mem.activation_bytes(c, 1, 4096, flash_attention=True)
+    assert math.isclose(m[-1], c.L * layer + ck)  # c = L: everything stored once
+    best = every[np.argmin(m)]
+    assert abs(best - math.sqrt(c.L * ck / layer)) <= 1
+    # equal-sized checkpoints and layers: c = sqrt(L) balances the two terms
+    for L in (16, 64, 100):
+        units = np.ceil(L / np.arange(1, L + 1)) + np.arange(1, L + 1)
+        assert np.argmin(units) + 1 == math.isqrt(L)
+    with pytest.raises(ValueError, match="every"):
+        mem.checkpointed_activation_bytes(c, 1, 4096, 33)
+
+
+# ---- one device of a plan ---------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["llama3-8b", "gpt3-175b", "mixtral-8x7b", "deepseek-v3"])
+def test_single_device_model_states_equal_param_count(name):
+    # A plan of all ones holds the whole model: 16 bytes per parameter.
+    m = mem.training_memory(name, ParallelPlan(), 1, 2048)
+    n = tr.n_params(name)
+    assert math.isclose(m["parameters"] + m["gradients"] + m["optimizer"], 16 * n)
+    assert math.isclose(m["parameters"], 2 * n)
+
+
+def test_training_memory_matches_zero_formula_under_dp():
+    n = tr.n_params("llama3-8b")
+    for z in range(4):
+        m = mem.training_memory("llama3-8b", ParallelPlan(dp=64, zero=z), 64, 2048)
+        want = mem.model_state_bytes(n, 64, z)
+        for part in want:
+            assert math.isclose(m[part], want[part])
+
+
+def test_tensor_parallel_divides_matrices():
+    c = models.get("llama3-70b")
+    m = mem.training_memory(c, ParallelPlan(tp=8), 1, 2048)
+    n = tr.param_count(c)
+    want = (n.total - n["norms"]) / 8 + n["norms"]
+    assert math.isclose(m["parameters"], 2 * want)
+
+
+def test_pipeline_first_stage_activations_1f1b():
+    # Korthikanti et al. 2022, section 4.2.3: with 1F1B the first stage holds p micro-batches of
+    # L/p layers, i.e. L layers' worth; interleaving adds a factor 1 + (p-1)/(p·v).
+    c = models.get("gpt3-175b")
+    per_layer = mem.activation_bytes(c, 1, 2048, "selective", 8, True)
+    plan = ParallelPlan(dp=1, tp=8, pp=8, recompute="selective", sequence_parallel=True)
+    m = mem.training_memory(c, plan, 64, 2048)
+    assert math.isclose(m["activations"], c.L * per_layer)
+    assert m["logits"] == 0
+    inter = mem.training_memory(c, plan.with_changes(schedule="interleaved", virtual_stages=4),
+                                64, 2048)
+    assert math.isclose(inter["activations"], c.L * per_layer * (1 + 7 / 32))
+    gpipe = mem.training_memory(c, plan.with_changes(schedule="gpipe"), 64, 2048)
+    assert math.isclose(gpipe["activations"], c.L / 8 * 64 * per_layer)
+
+
+def test_logits_buffer():
+    c = models.get("llama3-8b")
+    m = mem.training_memory(c, ParallelPlan(tp=2, micro_batch=2), 2, 4096)
+    assert m["logits"] == 4 * 2 * 4096 * c.V / 2
+
+
+def test_training_memory_broadcasts_over_T():
+    m = mem.training_memory("llama3-8b", ParallelPlan(), 1, np.array([1024, 2048]))
+    assert m["activations"].shape == (2,)
+    one = mem.training_memory("llama3-8b", ParallelPlan(), 1, 1024)
+    assert m["parameters"] == one["parameters"]
+
+
+def test_training_memory_errors():
+    with pytest.raises(ValueError, match="tp=3 does not divide N=32"):
+        mem.training_memory("llama3-8b", ParallelPlan(tp=3), 1, 1024)
+    with pytest.raises(ValueError, match="ep=2 needs a mixture-of-experts"):
+        mem.training_memory("llama3-8b", ParallelPlan(dp=2, ep=2), 2, 1024)
+    with pytest.raises(ValueError, match="ep=3 does not divide E=8"):
+        mem.training_memory("mixtral-8x7b", ParallelPlan(dp=3, ep=3), 3, 1024)
+    with pytest.raises(ValueError, match="global_batch=3"):
+        mem.training_memory("llama3-8b", ParallelPlan(dp=2), 3, 1024)
+    with pytest.raises(ValueError, match="pp=40 stages exceed L=32"):
+        mem.training_memory("llama3-8b", ParallelPlan(pp=40), 1, 1024)
+
+
+def test_check_fit_reports_reason():
+    big = mem.training_memory("llama3-70b", ParallelPlan(), 1, 2048)
+    ok, why = mem.check_fit(big, "h100")
+    assert not ok and "optimizer" in why and "ZeRO" in why
+    small = mem.training_memory("llama3-8b", ParallelPlan(dp=8, zero=3, tp=8, recompute="full"),
+                                8, 2048)
+    ok, why = mem.check_fit(small, "h100")
+    assert ok and "of 80 GB" in why
+
+
+# ---- property: more sharding never needs more memory per device --------------------------------
+plans = st.builds(dict, dp=st.sampled_from([1, 2, 4, 8]), tp=st.sampled_from([1, 2, 4, 8]),
+                  pp=st.sampled_from([1, 2, 4]), zero=st.integers(0, 3),
+                  recompute=st.sampled_from(["none", "selective", "full"]),
+                  sequence_parallel=st.booleans(), micro_batch=st.sampled_from([1, 2]))
+
+
+def _total(cfg, kw, B=64, T=1024):
+    return mem.training_memory(cfg, ParallelPlan(**kw), B, T).total
+
+
+@settings(max_examples=60, deadline=None)
+@given(plans, st.sampled_from(["llama3-8b", "mixtral-8x7b", "gpt3-175b"]))
+def test_memory_never_grows_with_more_sharding(kw, name):
+    base = _total(name, kw)
+    if kw["zero"] < 3:
+        assert _total(name, dict(kw, zero=kw["zero"] + 1)) <= base
+    if kw["dp"] < 8:
+        assert _total(name, dict(kw, dp=2 * kw["dp"])) <= base
+    if kw["tp"] < 8:
+        assert _total(name, dict(kw, tp=2 * kw["tp"])) <= base
+    if not kw["sequence_parallel"]:
+        assert _total(name, dict(kw, sequence_parallel=True)) <= base
+    order = ["none", "selective", "full"]
+    i = order.index(kw["recompute"])
+    if i < 2:
+        assert _total(name, dict(kw, recompute=order[i + 1])) <= base
