@@ -26,7 +26,7 @@ book: $(STAMP)
 	@echo "The book is at: $(CURDIR)/$(BUILD)/html/index.html"
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab

@@ -38,13 +38,16 @@ def test_chapter_one_shows_figures_without_a_kernel(html):
         assert (html / "chapters" / src).resolve().exists(), src
 
 
-def test_widgets_render_from_the_site_not_a_cdn(html):
+def test_widgets_and_math_load_from_the_site_not_a_cdn(html):
     page = (html / "chapters" / "01_rooflines.html").read_text()
     assert "application/vnd.jupyter.widget-state+json" in page
-    assert "_static/ipywidgets/embed.js" in page
+    scripts = re.findall(r"<script[^>]*\ssrc=\"([^\"]+)\"", page)
+    assert any(s.startswith("../_static/ipywidgets/embed.js") for s in scripts), scripts
+    assert any(s.startswith("../_static/mathjax/tex-mml-chtml.js") for s in scripts), scripts
     assert (html / "_static" / "ipywidgets" / "embed.js").exists()
-    for cdn in ("cdn.jsdelivr.net", "unpkg.com", "cdnjs.cloudflare.com"):
-        assert cdn not in page, cdn
+    assert (html / "_static" / "mathjax" / "tex-mml-chtml.js").exists()
+    remote = [s for s in scripts if s.startswith(("http:", "https:", "//"))]
+    assert remote == [], f"scripts loaded from elsewhere: {remote}"
 
 
 def test_colab_launch_button_on_notebook_pages(html):

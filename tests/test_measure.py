@@ -1,0 +1,46 @@
+import numpy as np
+import pytest
+
+from scaling_lib import measure
+from scaling_lib.nbtools import source_of, table
+from scaling_lib.roofline import matmul_flops
+
+
+def test_device_kind_mapping():
+    assert measure.accelerator_from_device_kind("TPU v5 lite") == "tpu-v5e"
+    assert measure.accelerator_from_device_kind("TPU v5p") == "tpu-v5p"
+    assert measure.accelerator_from_device_kind("TPU v4") == "tpu-v4"
+    assert measure.accelerator_from_device_kind("TPU v6 lite") == "tpu-v6e"
+    assert measure.accelerator_from_device_kind("NVIDIA A100-SXM4-40GB") == "a100-40gb"
+    assert measure.accelerator_from_device_kind("NVIDIA A100-SXM4-80GB") == "a100-80gb"
+    assert measure.accelerator_from_device_kind("NVIDIA H200") == "h200"
+    assert measure.accelerator_from_device_kind("Tesla V100-SXM2-32GB") == "v100"
+    assert measure.accelerator_from_device_kind("cpu") is None
+
+
+def test_numpy_measurements_are_consistent():
+    dev = measure.detect_device(use_jax=False)
+    assert dev.backend == "numpy" and dev.kind == "cpu" and dev.dtype == "fp32"
+    m = measure.measure_matmuls([16, 64], dev, repeats=1)
+    assert np.all(m.seconds > 0)
+    assert np.array_equal(m.flops, matmul_flops(m.sizes, m.sizes, m.sizes))
+    assert np.allclose(m.intensity, m.sizes / 6)  # fp32 square matmul: 2n^3 / (3 * 4 n^2)
+    acc = measure.measured_accelerator(m, 1e10)
+    assert acc.peak_flops_per_s("fp32") == pytest.approx(m.flops_per_s.max())
+    assert acc.critical_intensity("fp32") == pytest.approx(m.flops_per_s.max() / 1e10)
+
+
+def test_copy_bandwidth_positive():
+    assert measure.copy_bandwidth(8e6, repeats=1) > 1e8  # any machine copies > 100 MB/s
+
+
+def test_bad_sizes():
+    with pytest.raises(ValueError):
+        measure.measure_matmuls([0, 16])
+
+
+def test_nbtools_table_and_source():
+    assert table([{"a": 1, "b": 2.5}]).splitlines()[2] == "| 1 | 2.5 |"
+    assert "def matmul_flops" in source_of(matmul_flops)
+    with pytest.raises(ValueError):
+        table([])
