@@ -1,0 +1,154 @@
+"""Figures and explorers for the GPU and TPU chapters (Chapters 2 and 3).
+
+Every figure function draws on a matplotlib ``ax`` it is given and takes its numbers from
+``scaling_lib.hardware``; the explorers wrap them in ipywidgets controls. matplotlib and
+ipywidgets are imported only when an explorer is called.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import hardware
+from ..units import fmt_bytes, fmt_bytes_per_s
+
+
+def growth_since_first(names=hardware.GPU_TIMELINE):
+    """Years and growth factors (peak in the training dtype, HBM bandwidth, HBM capacity) of each
+    chip relative to the first one: a dict of numpy arrays plus the chips' names and dtypes."""
+    accs = [hardware.get(n) for n in names]
+    dtypes = [hardware.training_dtype(a) for a in accs]
+    peak = np.array([a.peak_flops_per_s(d) for a, d in zip(accs, dtypes)])
+    bw = np.array([a.hbm_bytes_per_s for a in accs])
+    cap = np.array([a.hbm_bytes for a in accs])
+    return {"names": [a.name for a in accs], "dtypes": dtypes,
+            "years": np.array([a.year for a in accs]),
+            "peak": peak / peak[0], "bandwidth": bw / bw[0], "capacity": cap / cap[0]}
+
+
+def plot_timeline(ax, names=hardware.GPU_TIMELINE):
+    """Growth of peak FLOP/s, memory bandwidth and memory capacity since the first chip (log y)."""
+    g = growth_since_first(names)
+    for key, label, style in (("peak", "peak FLOP/s (training dtype)", "o-"),
+                              ("bandwidth", "memory bandwidth", "s-"),
+                              ("capacity", "memory capacity", "^-")):
+        ax.semilogy(g["years"], g[key], style, label=label)
+    for x, y, n, d in zip(g["years"], g["peak"], g["names"], g["dtypes"]):
+        ax.annotate(f"{n} ({d})", (x, y), textcoords="offset points", xytext=(-10, 8), fontsize=8)
+    ax.set_xlabel("year")
+    ax.set_ylabel(f"x the {g['names'][0]}")
+    ax.set_ylim(0.7, 3 * max(g["peak"].max(), g["bandwidth"].max(), g["capacity"].max()))
+    ax.set_xlim(g["years"].min() - 1, g["years"].max() + 1)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    return g
+
+
+def plot_memory_hierarchy(ax, name="h100"):
+    """Each memory level of a GPU as a point: total capacity (x) against bandwidth (y), log-log."""
+    acc = hardware.get(name)
+    if acc.internals is None or not hasattr(acc.internals, "memory"):
+        known = [n for n in hardware.names() if hasattr(hardware.get(n).internals, "memory")]
+        raise ValueError(f"{acc.name} has no memory hierarchy on record; choose one of {known}")
+    levels = [m for m in acc.internals.memory if np.isfinite(m.bytes_per_s)]
+    x = [m.total_bytes for m in levels]
+    y = [m.bytes_per_s for m in levels]
+    ax.loglog(x, y, "o-")
+    for m in levels:
+        per = f"{fmt_bytes(m.capacity_bytes, binary=True)} x {m.copies}" if m.copies > 1 else \
+            fmt_bytes(m.capacity_bytes, binary=m.name != "HBM")
+        ax.annotate(f"{m.name}\n{per}\n{fmt_bytes_per_s(m.bytes_per_s)}",
+                    (m.total_bytes, m.bytes_per_s), textcoords="offset points", xytext=(6, 0),
+                    fontsize=8)
+    ax.set_xlabel("capacity, whole chip (bytes)")
+    ax.set_ylabel("bandwidth, whole chip (bytes/s)")
+    ax.set_xlim(min(x) / 3, max(x) * 30)
+    ax.set_ylim(min(y) / 2, max(y) * 4)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.set_title(f"{acc.name}: memory hierarchy")
+    return levels
+
+
+def plot_torus(ax, shape, wrap=None, *, title=None):
+    """Draw a 2D slice of chips as a grid with its ICI links; wraparound links as arcs."""
+    shape = tuple(shape)
+    if len(shape) != 2:
+        raise ValueError(f"plot_torus draws 2D slices; got shape={shape}")
+    wrap = (False, False) if wrap is None else tuple(wrap)
+    nx, ny = shape
+    for i in range(nx):
+        for j in range(ny):
+            if i + 1 < nx:
+                ax.plot([i, i + 1], [j, j], color="0.5", lw=1)
+            if j + 1 < ny:
+                ax.plot([i, i], [j, j + 1], color="0.5", lw=1)
+    t = np.linspace(0, np.pi, 30)
+    if wrap[0] and nx > 2:
+        for j in range(ny):
+            ax.plot((nx - 1) / 2 + (nx - 1) / 2 * np.cos(t), j + 0.35 * np.sin(t), color="C3", lw=0.8)
+    if wrap[1] and ny > 2:
+        for i in range(nx):
+            ax.plot(i + 0.35 * np.sin(t), (ny - 1) / 2 + (ny - 1) / 2 * np.cos(t), color="C3", lw=0.8)
+    gx, gy = np.meshgrid(np.arange(nx), np.arange(ny), indexing="ij")
+    ax.plot(gx.ravel(), gy.ravel(), "s", color="C0", ms=6)
+    hops = hardware.ici_max_hops(shape, wrap)
+    ax.set_title(title or f"{nx}x{ny}, wraparound {wrap}: at most {hops} hops", fontsize=9)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    return hops
+
+
+def gpu_explorer(names=None):
+    """Pick a GPU; see its memory hierarchy and how many FLOPs per byte each level needs."""
+    import ipywidgets as w
+    import matplotlib.pyplot as plt
+    from IPython.display import Markdown, display
+
+    from ..nbtools import table
+
+    names = names or [n for n in hardware.names() if hasattr(hardware.get(n).internals, "memory")]
+    chip = w.Dropdown(options=names, value="h100" if "h100" in names else names[0], description="GPU")
+    out = w.Output()
+
+    def draw(*_):
+        out.clear_output(wait=True)
+        with out:
+            acc = hardware.get(chip.value)
+            fig, ax = plt.subplots(figsize=(7, 4))
+            plot_memory_hierarchy(ax, acc.name)
+            plt.show()
+            peak = acc.peak_flops_per_s(hardware.training_dtype(acc))
+            display(Markdown(table([
+                {"level": m.name, "bandwidth": fmt_bytes_per_s(m.bytes_per_s),
+                 "FLOPs per byte to stay compute-bound": round(peak / m.bytes_per_s, 1)}
+                for m in acc.internals.memory if np.isfinite(m.bytes_per_s)])))
+
+    chip.observe(draw, "value")
+    draw()
+    return w.VBox([chip, out])
+
+
+def torus_explorer(accelerator="tpu-v5e"):
+    """Pick a 2D slice shape; see its links, which axes wrap around, and the worst-case hops."""
+    import ipywidgets as w
+    import matplotlib.pyplot as plt
+
+    sizes = [1, 2, 4, 8, 16]
+    x = w.SelectionSlider(options=sizes, value=4, description="X")
+    y = w.SelectionSlider(options=sizes, value=16, description="Y")
+    out = w.Output()
+
+    def draw(*_):
+        out.clear_output(wait=True)
+        with out:
+            shape = (x.value, y.value)
+            wrap = hardware.wraparound(accelerator, shape)
+            fig, ax = plt.subplots(figsize=(6, 6))
+            plot_torus(ax, shape, wrap, title=f"{accelerator} {shape[0]}x{shape[1]}: "
+                       f"wraparound {wrap}, at most {hardware.ici_max_hops(shape, wrap)} hops")
+            plt.show()
+
+    x.observe(draw, "value")
+    y.observe(draw, "value")
+    draw()
+    return w.VBox([w.HBox([x, y]), out])
