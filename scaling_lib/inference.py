@@ -1,0 +1,122 @@
+"""First-order accounting for autoregressive decoding: FLOPs, bytes and the roofline of one step.
+
+A decode step feeds one new token for each of B sequences that already hold S tokens in their KV
+cache. Every weight matrix is read once per step (shared by the B tokens) and every cached key and
+value is read once (used only by its own sequence):
+
+    FLOPs = B · (2·W + L·4·S·N·H),        bytes = w·W_read + B · S · 2·L·K·H · a,
+
+with W the matmul weights touched per token (Chapter 5), w and a the bytes per weight and per
+cache element. The weights give an intensity of about 2B/w, the cache about N/K FLOPs per byte
+in bf16, whatever the batch: far below the few hundred a modern accelerator needs, which is why
+decoding is memory-bound. Activations, norms, sampling and communication are left out.
+
+See: Chapter 8, "Inference basics".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import hardware, models, roofline, transformer
+from .breakdown import Breakdown
+from .units import check_positive, dtype_bytes, scalar_or_array as _out
+
+
+def _cfg(cfg) -> models.TransformerConfig:
+    return models.get(cfg)
+
+
+def weight_bytes_read(cfg, dtype="bf16") -> float:
+    """Bytes of weights one decode step reads: every parameter except the input embedding table.
+
+    The embedding lookup touches only B rows, so an untied table is left out; a tied table is read
+    by the output matmul and counted. MoE models count every expert (all are touched once B·k ≥ E).
+
+    >>> round(weight_bytes_read("llama3-8b") / 1e9, 2)  # (8.03e9 - 0.525e9) params x 2 bytes
+    15.01
+    """
+    c = _cfg(cfg)
+    parts = transformer.param_count(c)
+    n = parts.total - (0 if c.tied_embeddings else parts["embedding"])
+    return n * dtype_bytes(dtype)
+
+
+def decode_flops(cfg, B, S) -> Breakdown:
+    """FLOPs of one decode step by part: the weight matmuls, and attention over the cache.
+
+    "weights": B · 2 · (W + D·V), every matmul weight once per new token (active experts only);
+    "attention": B · L · 4 · S · N · H, one query against S cached keys and values (no masked
+    half: the new token sees every cached one). The total is B · flops_per_token(cfg, S,
+    training=False).
+
+    >>> f = decode_flops("llama3-70b", 1, 8192)
+    >>> round(f["weights"] / 1e9), round(f["attention"] / 1e9)
+    (139, 21)
+    """
+    c = _cfg(cfg)
+    B = check_positive("B", B)
+    S = check_positive("S", S)
+    weights = transformer.flops_per_token(c, 1.0, training=False, include_attention=False)
+    attention = np.asarray(transformer.flops_per_token(c, S, training=False)) - weights
+    return Breakdown({"weights": _out(B * weights), "attention": _out(B * attention)},
+                     unit="FLOPs")
+
+
+def decode_bytes(cfg, B, S, dtype="bf16", kv_dtype=None) -> Breakdown:
+    """HBM bytes one decode step reads: the weights once, plus the B sequences' KV caches.
+
+    ``dtype``: the weights' format; ``kv_dtype``: the cache's (default: the same).
+
+    >>> b = decode_bytes("llama3-70b", 1, 8192)
+    >>> round(b["weights"] / 1e9, 1), round(b["kv cache"] / 1e9, 2)
+    (139.0, 2.68)
+    """
+    kv = transformer.kv_cache_bytes(cfg, B, S, kv_dtype or dtype)
+    return Breakdown({"weights": weight_bytes_read(cfg, dtype), "kv cache": kv}, unit="bytes")
+
+
+def decode_intensity(cfg, B, S, dtype="bf16", kv_dtype=None):
+    """Arithmetic intensity of a decode step: FLOPs per byte of HBM traffic.
+
+    About B for the weights in bf16 when the cache is small; never above N/K for the cache part.
+
+    >>> round(decode_intensity("llama3-70b", 1, 8192), 2)
+    1.13
+    """
+    return roofline.arithmetic_intensity(decode_flops(cfg, B, S).total,
+                                         decode_bytes(cfg, B, S, dtype, kv_dtype).total)
+
+
+def decode_step_time(cfg, B, S, accelerator, n_devices=1, dtype="bf16", kv_dtype=None):
+    """Roofline lower bound on one decode step (seconds), work split evenly over ``n_devices``.
+
+    T = max(FLOPs / (n·C), bytes / (n·W_hbm)): perfect overlap, perfect sharding, no
+    communication. Each sequence gets one token per step, so B / T is the tokens/s of the system.
+
+    >>> round(decode_step_time("llama3-70b", 1, 8192, "h100", 8) * 1e3, 2)  # ms
+    5.29
+    """
+    acc = hardware.get(accelerator)
+    n = check_positive("n_devices", n_devices)
+    t_math = roofline.t_math(decode_flops(cfg, B, S).total, n * acc.peak_flops_per_s(dtype))
+    t_mem = roofline.t_comms(decode_bytes(cfg, B, S, dtype, kv_dtype).total,
+                             n * acc.hbm_bytes_per_s)
+    return roofline.time_bounds(t_math, t_mem)[0]
+
+
+def max_cached_tokens(cfg, accelerator, n_devices=1, dtype="bf16", kv_dtype=None):
+    """Tokens of KV cache that fit in the HBM left after the weights, over ``n_devices``.
+
+    (n · HBM - weight bytes) / (KV bytes per token); 0 when the weights alone do not fit.
+    Activations and the framework's own reserve are left out, so real servers fit fewer.
+
+    >>> int(max_cached_tokens("llama3-70b", "h100", 8))  # about 185 sequences of 8K tokens
+    1522499
+    """
+    c = _cfg(cfg)
+    acc = hardware.get(accelerator)
+    n = check_positive("n_devices", n_devices)
+    free = n * acc.hbm_bytes - transformer.n_params(c) * dtype_bytes(dtype)
+    per_token = transformer.kv_cache_bytes(c, 1, 1, kv_dtype or dtype)
+    return _out(np.maximum(free, 0.0) / per_token)

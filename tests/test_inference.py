@@ -1,0 +1,103 @@
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scaling_lib import hardware as hw
+from scaling_lib import inference as inf
+from scaling_lib import transformer as tx
+
+MODELS = ["llama3-8b", "llama3-70b", "llama3-405b", "llama2-13b", "palm-540b"]
+
+
+# Golden values from the published configs (Llama 3 Herd of Models, Table 3; HF config.json):
+# KV cache per token = 2·L·K·H·2 bytes in bf16.
+@pytest.mark.parametrize("model, L", [("llama3-8b", 32), ("llama3-70b", 80), ("llama3-405b", 126)])
+def test_llama3_kv_cache_per_token_golden(model, L):
+    per_token = 2 * L * 8 * 128 * 2
+    assert inf.decode_bytes(model, 1, 1)["kv cache"] == per_token
+    assert inf.decode_bytes(model, 4, 8192)["kv cache"] == 4 * 8192 * per_token
+
+
+def test_weights_read_excludes_untied_embedding_only():
+    # Llama 3 8B: 8,030,261,248 parameters, of which V·D = 128,256·4,096 in the input embedding.
+    assert inf.weight_bytes_read("llama3-8b") == 2 * (8_030_261_248 - 128_256 * 4096)
+    # PaLM ties its embedding: the output matmul reads the shared table, so all of it counts.
+    assert inf.weight_bytes_read("palm-540b") == 2 * tx.n_params("palm-540b")
+    assert inf.weight_bytes_read("llama3-8b", "int8") == inf.weight_bytes_read("llama3-8b") / 2
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_decode_flops_sum_to_forward_flops_per_token(model):
+    f = inf.decode_flops(model, 8, 4096)
+    assert f.total == pytest.approx(8 * tx.flops_per_token(model, 4096, training=False))
+    assert f["weights"] == pytest.approx(8 * tx.flops_per_token(model, 4096, training=False,
+                                                                include_attention=False))
+
+
+@pytest.mark.parametrize("model", ["llama3-8b", "llama3-70b", "llama3-405b", "llama2-13b"])
+def test_attention_intensity_is_the_gqa_group(model):
+    # Attention reads each cached K/V element once and uses it for N/K query heads:
+    # 4·S·N·H FLOPs over 2·K·H·S·2 bytes per layer = N/K in bf16, at any batch and context.
+    cfg = tx.models.get(model)
+    for B, S in ((1, 128), (64, 32768)):
+        ratio = inf.decode_flops(cfg, B, S)["attention"] / inf.decode_bytes(cfg, B, S)["kv cache"]
+        assert ratio == pytest.approx(cfg.N / cfg.K)
+
+
+def test_decode_is_memory_bound_for_llama3_70b_on_h100():
+    h100 = hw.get("h100")
+    for B in (1, 16, 128, 256):
+        assert inf.decode_intensity("llama3-70b", B, 8192) < h100.critical_intensity()
+    # Batch 1: the step time is the weight read at HBM bandwidth (plus one sequence's cache).
+    t = inf.decode_step_time("llama3-70b", 1, 8192, "h100", 8)
+    assert t == pytest.approx(inf.decode_bytes("llama3-70b", 1, 8192).total / (8 * 3.35e12))
+
+
+def test_short_context_large_batch_becomes_compute_bound():
+    # With a tiny cache, intensity ≈ B: above the H100's critical intensity (≈295) by B = 512.
+    assert inf.decode_intensity("llama3-70b", 512, 16) > hw.get("h100").critical_intensity()
+    t = inf.decode_step_time("llama3-70b", 4096, 16, "h100", 8)
+    assert t == pytest.approx(inf.decode_flops("llama3-70b", 4096, 16).total / (8 * 989.4e12))
+
+
+def test_max_cached_tokens_golden_and_no_fit():
+    # 8 x 80 GB = 640 GB; 70.55B params x 2 bytes = 141.1 GB of weights; 327,680 B per token.
+    free = 8 * 80e9 - 2 * tx.n_params("llama3-70b")
+    assert inf.max_cached_tokens("llama3-70b", "h100", 8) == pytest.approx(free / 327680)
+    assert inf.max_cached_tokens("llama3-405b", "h100", 1) == 0.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(B=st.integers(1, 4096), S=st.integers(1, 2**17), model=st.sampled_from(MODELS))
+def test_properties(B, S, model):
+    # Bytes and FLOPs grow with batch; the step time is at least each roofline term; the step's
+    # intensity lies between that of the weights alone and that of the cache alone.
+    f, b = inf.decode_flops(model, B, S), inf.decode_bytes(model, B, S)
+    f2, b2 = inf.decode_flops(model, B + 1, S), inf.decode_bytes(model, B + 1, S)
+    assert f2.total > f.total and b2.total > b.total
+    i = inf.decode_intensity(model, B, S)
+    parts = (f["weights"] / b["weights"], f["attention"] / b["kv cache"])
+    assert min(parts) * (1 - 1e-9) <= i <= max(parts) * (1 + 1e-9)
+    acc = hw.get("h100")
+    t = inf.decode_step_time(model, B, S, acc)
+    assert t >= f.total / acc.peak_flops_per_s() * (1 - 1e-12)
+    assert t >= b.total / acc.hbm_bytes_per_s * (1 - 1e-12)
+
+
+def test_broadcasts_over_arrays():
+    B = np.array([1, 8, 64])
+    t = inf.decode_step_time("llama3-8b", B, 2048, "h100")
+    assert t.shape == (3,) and np.all(np.diff(t) > 0)
+    assert inf.max_cached_tokens("llama3-8b", "h100", np.array([1, 2])).shape == (2,)
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="S="):
+        inf.decode_flops("llama3-8b", 1, 0)
+    with pytest.raises(ValueError, match="B="):
+        inf.decode_bytes("llama3-8b", -1, 8)
+    with pytest.raises(ValueError, match="unknown model"):
+        inf.decode_intensity("llama9", 1, 8)
+    with pytest.raises(ValueError, match="n_devices"):
+        inf.decode_step_time("llama3-8b", 1, 8, "h100", 0)
