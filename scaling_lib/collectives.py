@@ -59,12 +59,6 @@ _KIND_ALIASES = {
 # ---- network facts (one-way bytes/s unless said otherwise) -------------------------------------
 # PCIe: lanes x transfer rate x 128b/130b encoding / 8 bits (PCI-SIG base specs 3.0-5.0).
 _PCIE_GT_PER_S = {3: 8e9, 4: 16e9, 5: 32e9}
-# The Llama 3 cluster (Llama 3 Herd of Models, section 3.3.1): 24,576 H100 in 8 pods of 3,072
-# (192 racks of 16 GPUs), RoCE at 400 Gb/s per GPU, full bisection inside a pod and 1:7
-# oversubscription between pods.
-LLAMA3_N_GPUS = 24_576
-LLAMA3_POD_GPUS = 3_072
-LLAMA3_INTER_POD_OVERSUBSCRIPTION = 7
 
 
 def pcie_bytes_per_s(gen=5, lanes=16):
@@ -349,26 +343,9 @@ def collective_bytes(collective, nbytes, n) -> CollectiveBytes:
     return CollectiveBytes(*(_out(np.broadcast_to(x, np.broadcast(V, n).shape)) for x in out))
 
 
-# ---- clusters: intra-node then inter-node ------------------------------------------------------
+# ---- clusters: intra-node, inter-node, inter-pod --------------------------------------------------
 
-
-def tpu_wraparound(accelerator, shape) -> tuple[bool, ...]:
-    """Which axes of a TPU slice have wraparound links.
-
-    v5e and v6e slices wrap only along full axes of 16 chips; v4 and v5p along axes that are a
-    multiple of 4 (whole 4x4x4 cubes joined by optical switches). Source: Google Cloud TPU docs.
-
-    >>> tpu_wraparound("tpu-v5e", (8, 16)), tpu_wraparound("tpu-v5p", (4, 4, 8))
-    ((False, True), (True, True, True))
-
-    See: Chapter "Networks and collectives", "Tori".
-    """
-    acc = hardware.get(accelerator)
-    if acc.kind != "tpu":
-        raise ValueError(f"{acc.name} is not a TPU; wraparound applies to TPU tori only")
-    if acc.name in ("tpu-v5e", "tpu-v6e"):
-        return tuple(int(k) == 16 for k in shape)
-    return tuple(int(k) % 4 == 0 for k in shape)
+LEVELS = ("intra-node", "inter-node", "inter-pod")
 
 
 def intra_node_link_bytes_per_s(cluster) -> float:
@@ -388,79 +365,99 @@ def intra_node_link_bytes_per_s(cluster) -> float:
     return link.per_link_bytes_per_s
 
 
-def _node_split(cluster, n_devices):
+def cluster_levels(cluster, n_devices=None) -> tuple:
+    """Group sizes (inner first) of ``n_devices`` of a cluster: (devices per node, nodes), or
+    (devices per node, nodes per pod, pods) when they span several pods. ``n_devices`` must fill
+    whole nodes (and pods).
+
+    >>> cluster_levels(hardware.cluster("h100", 64)), cluster_levels(hardware.cluster("h100", 4))
+    ((8, 8), (4, 1))
+    """
     n = cluster.n_devices if n_devices is None else n_devices
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= cluster.n_devices:
         raise ValueError(f"n_devices={n!r} must be a whole number in [1, {cluster.n_devices}]")
-    m = min(int(n), cluster.devices_per_node)
-    if n % m:
-        raise ValueError(f"n_devices={n} is not a whole number of nodes of {m}; choose a multiple "
-                         f"of {m} or at most {m}")
-    return m, int(n) // m
+    n = int(n)
+    m = min(n, cluster.devices_per_node)
+    pod = cluster.devices_per_pod
+    if n % m or (pod and n > pod and n % pod):
+        unit = pod if (pod and n > pod) else m
+        raise ValueError(f"n_devices={n} is not a whole number of nodes of {m}"
+                         + (f" and pods of {pod}" if unit == pod else "")
+                         + f"; choose a multiple of {unit}")
+    if pod and n > pod:
+        return (m, pod // m, n // pod)
+    return (m, n // m)
 
 
-def _intra(kind, nbytes, cluster, m):
-    kw = {}
-    if cluster.topology.startswith("torus"):
-        shape = cluster.torus_shape or None
-        if shape is not None and math.prod(shape) != m:
-            raise ValueError(f"{m} devices per node do not fill torus_shape={shape}; use a "
-                             "cluster whose node is the torus you mean")
-        wrap = (tpu_wraparound(cluster.accelerator, shape or
-                               hardware.torus_shape(m, 2 if cluster.topology == "torus_2d" else 3))
-                if cluster.accelerator.kind == "tpu" else True)
-        kw = dict(shape=shape, wraparound=wrap)
-    return collective_time(kind, nbytes, m, intra_node_link_bytes_per_s(cluster),
-                           topology=cluster.topology, latency=cluster.intra_node.latency, **kw)
+def hierarchical_schedule(collective, nbytes, groups) -> tuple:
+    """The phases of a multi-level collective: (level, kind, full array bytes, participants).
 
-
-def _inter(kind, nbytes, cluster, k):
-    link = cluster.inter_node
-    return collective_time(kind, nbytes, k, link.bytes_per_s, topology="switch",
-                           latency=link.latency)
-
-
-def hierarchical_schedule(collective, nbytes, m, k) -> tuple:
-    """The phases of a two-level collective: (level, kind, full array bytes, participants).
-
-    With m devices per node and k nodes (n = m k), V = ``nbytes``:
+    ``groups`` are the group sizes from the inside out, e.g. (m, k) for k nodes of m devices
+    (n = m k), or (m, k, p) with p pods. With V = ``nbytes``, for two levels:
 
         AllGather     = inter AG of V / m over k nodes, then intra AG of V over m
         ReduceScatter = intra RS of V over m, then inter RS of V / m over k
         AllReduce     = intra RS of V, inter AR of V / m, intra AG of V
         AllToAll      = intra A2A of V / k over m, then inter A2A of V / m over k
 
-    Each device joins the inter-node phase with only its 1/m share, so the slow network carries
-    m times less per device than a flat ring over the network would.
+    Each device joins an outer phase with only its share of the inner ones, so the slow network
+    carries V / m per device: m times less than a flat ring over the network would.
 
-    >>> hierarchical_schedule("all_reduce", 800.0, 4, 2)
-    (('intra-node', 'reduce-scatter', 800.0, 4), ('inter-node', 'all-reduce', 200.0, 2), ('intra-node', 'all-gather', 800.0, 4))
+    >>> hierarchical_schedule("all_reduce", 800.0, (4, 2))
+    (('intra-node', 'reduce-scatter', 800.0, 4), ('inter-node', 'all-reduce', 200.0, 2), \
+('intra-node', 'all-gather', 800.0, 4))
 
     See: Chapter "Networks and collectives", "Hierarchical collectives".
     """
     kind = canonical_kind(collective)
-    V = check_positive("nbytes", nbytes, allow_zero=True)
-    intra, inter = ("intra-node", kind, V, m), ("inter-node", kind, _out(np.asarray(V) / m), k)
-    if kind == "all-gather":
-        return (inter, intra)
-    if kind == "reduce-scatter":
-        return (intra, inter)
-    if kind == "all-reduce":
-        return (("intra-node", "reduce-scatter", V, m), ("inter-node", "all-reduce", inter[2], k),
-                ("intra-node", "all-gather", V, m))
+    V = np.asarray(check_positive("nbytes", nbytes, allow_zero=True), dtype=float)
+    groups = tuple(int(g) for g in groups)
+    if not 1 <= len(groups) <= len(LEVELS) or min(groups) < 1:
+        raise ValueError(f"groups={groups} must be 1 to {len(LEVELS)} sizes >= 1, inner first")
+    inner = np.cumprod((1,) + groups[:-1])  # devices inside one group of each level
+    n = math.prod(groups)
+    # groups of one device cost nothing and are left out
     if kind == "all-to-all":
-        return (("intra-node", kind, _out(np.asarray(V) / k), m), inter)
+        return tuple((LEVELS[i], kind, _out(V * g / n), g) for i, g in enumerate(groups) if g > 1)
+    phase = [(LEVELS[i], V / inner[i], g) for i, g in enumerate(groups) if g > 1]
+    if not phase:
+        return ()
+    if kind == "all-gather":
+        return tuple((lv, kind, _out(v), g) for lv, v, g in reversed(phase))
+    if kind == "reduce-scatter":
+        return tuple((lv, kind, _out(v), g) for lv, v, g in phase)
+    if kind == "all-reduce":
+        down = [(lv, "reduce-scatter", _out(v), g) for lv, v, g in phase[:-1]]
+        top = [(phase[-1][0], "all-reduce", _out(phase[-1][1]), phase[-1][2])]
+        up = [(lv, "all-gather", _out(v), g) for lv, v, g in reversed(phase[:-1])]
+        return tuple(down + top + up)
     raise ValueError("a collective-permute is a send/recv: use send_recv_time")
 
 
-def hierarchical_time(collective, nbytes, cluster, n_devices=None) -> Breakdown:
-    """A collective over a cluster: the fast intra-node network, then the slower inter-node one.
+def _phase_time(level, kind, nbytes, g, cluster):
+    if level == "intra-node":
+        kw = {}
+        if cluster.topology.startswith("torus"):
+            shape = cluster.torus_shape or None
+            if shape is not None and math.prod(shape) != g:
+                raise ValueError(f"{g} devices per node do not fill torus_shape={shape}; use a "
+                                 "cluster whose node is the torus you mean")
+            kw = dict(shape=shape, wraparound=cluster.wraparound or True)
+        return collective_time(kind, nbytes, g, intra_node_link_bytes_per_s(cluster),
+                               topology=cluster.topology, latency=cluster.intra_node.latency, **kw)
+    link = cluster.inter_node if level == "inter-node" else cluster.inter_pod
+    return collective_time(kind, nbytes, g, link.bytes_per_s, topology="switch",
+                           latency=link.latency)
 
-    Sums the phases of :func:`hierarchical_schedule`: the intra-node phases on the cluster's node
-    topology (``cluster.topology``, TPU tori with their real wraparound), the inter-node phase on a
-    full-bisection switch with per-device bandwidth ``cluster.inter_node.bytes_per_s``.
-    ``n_devices`` (default: all) must fill whole nodes. Returns a Breakdown (seconds) with parts
-    "intra-node" and "inter-node".
+
+def hierarchical_time(collective, nbytes, cluster, n_devices=None) -> Breakdown:
+    """A collective over a cluster: the fast intra-node network, then the slower outer ones.
+
+    Sums the phases of :func:`hierarchical_schedule` over the groups of :func:`cluster_levels`:
+    intra-node phases on the node's topology (``cluster.topology``; TPU tori with their real
+    ``cluster.wraparound``), inter-node phases on a full-bisection switch at
+    ``cluster.inter_node.bytes_per_s`` per device, inter-pod phases at
+    ``cluster.inter_pod.bytes_per_s``. Returns a Breakdown (seconds) by level.
 
     >>> t = hierarchical_time("all_gather", 1e9, hardware.cluster("h100", 16))
     >>> round(t["intra-node"] * 1e3, 3), round(t["inter-node"] * 1e3, 3)
@@ -468,9 +465,51 @@ def hierarchical_time(collective, nbytes, cluster, n_devices=None) -> Breakdown:
 
     See: Chapter "Networks and collectives", "Hierarchical collectives".
     """
-    m, k = _node_split(cluster, n_devices)
-    parts = {"intra-node": 0.0, "inter-node": 0.0}
-    for level, kind, V, n in hierarchical_schedule(collective, nbytes, m, k):
-        t = _intra(kind, V, cluster, n) if level == "intra-node" else _inter(kind, V, cluster, n)
-        parts[level] = _out(np.asarray(parts[level]) + t)
+    groups = cluster_levels(cluster, n_devices)
+    parts = {lv: 0.0 for lv in LEVELS[:len(groups)]}
+    for level, kind, V, g in hierarchical_schedule(collective, nbytes, groups):
+        parts[level] = _out(np.asarray(parts[level]) + _phase_time(level, kind, V, g, cluster))
     return Breakdown(parts, unit="s")
+
+
+def cluster_latency_bound_bytes(collective, cluster, n_devices=None) -> float:
+    """Array size below which a collective over a cluster is latency-bound.
+
+    The hierarchical time is T(V) = T(0) + V * slope (every phase is alpha-beta), so the latency
+    and bandwidth parts are equal at V* = T(0) / slope.
+
+    >>> round(cluster_latency_bound_bytes("all_reduce", hardware.cluster("h100", 8)) / 1e6, 2)
+    7.2
+
+    See: Chapter "Networks and collectives", "The latency-bound regime".
+    """
+    t0 = hierarchical_time(collective, 0.0, cluster, n_devices).total
+    slope = hierarchical_time(collective, 1.0, cluster, n_devices).total - t0
+    return float(t0 / slope) if slope > 0 else math.nan
+
+
+def flat_cluster(accelerator, n, topology, *, shape=None) -> hardware.Cluster:
+    """All ``n`` devices in one scale-up domain wired as ``topology``, from the chip's own links.
+
+    For comparing topologies on equal footing: a switch or ring gets the chip's whole one-way link
+    bandwidth, a bidirectional ring half of it per direction, a torus one link
+    (``link_bytes_per_s / n_links``) per neighbour. A TPU torus of its own dimension keeps its
+    real wraparound (``hardware.wraparound``); any other torus is taken to wrap on every axis.
+
+    >>> c = flat_cluster("tpu-v5e", 128, "torus_2d")
+    >>> c.torus_shape, c.wraparound, c.n_nodes, intra_node_link_bytes_per_s(c)
+    ((8, 16), (False, True), 1, 45000000000.0)
+    """
+    if topology not in TOPOLOGIES:
+        raise ValueError(f"topology={topology!r}; valid choices: {', '.join(TOPOLOGIES)}")
+    n = int(_check_n(n))
+    kw = {"torus_shape": (), "wraparound": ()}
+    if topology.startswith("torus"):
+        dims = tuple(shape) if shape else hardware.torus_shape(n, 2 if topology == "torus_2d"
+                                                                else 3)
+        try:
+            wrap = hardware.wraparound(accelerator, dims)
+        except ValueError:  # not a TPU, or a torus this TPU does not build
+            wrap = (True,) * len(dims)
+        kw = {"torus_shape": dims, "wraparound": wrap}
+    return hardware.cluster(accelerator, n, devices_per_node=n, topology=topology, **kw)

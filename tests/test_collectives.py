@@ -213,13 +213,18 @@ def test_torus_latency_steps_are_the_sum_of_half_axes():
                         wraparound=(False, True))[0] == 7 + 8
 
 
-def test_tpu_wraparound_only_on_full_axes():
-    assert C.tpu_wraparound("tpu-v5e", (4, 4)) == (False, False)
-    assert C.tpu_wraparound("tpu-v5e", (16, 16)) == (True, True)
-    assert C.tpu_wraparound("tpu-v4", (4, 4, 8)) == (True, True, True)
-    assert C.tpu_wraparound("tpu-v5p", (2, 2, 4)) == (False, False, True)
-    with pytest.raises(ValueError, match="not a TPU"):
-        C.tpu_wraparound("h100", (8,))
+def test_flat_cluster_keeps_real_tpu_wraparound():
+    """hardware.wraparound: a v5e slice wraps only along full axes of 16; a 4x4 is a mesh."""
+    c = C.flat_cluster("tpu-v5e", 16, "torus_2d")
+    assert (c.torus_shape, c.wraparound) == ((4, 4), (False, False))
+    t = C.hierarchical_time("all_gather", 1e9, c).total
+    assert t == pytest.approx(C.all_gather_time(1e9, 16, 45e9, topology="torus_2d", shape=(4, 4),
+                                                wraparound=False, latency=1e-6))
+    # a GPU (or a TPU in a foreign dimension) wired as a torus is taken to wrap everywhere
+    assert C.flat_cluster("h100", 64, "torus_3d").wraparound == (True, True, True)
+    assert C.flat_cluster("tpu-v5e", 64, "torus_3d").wraparound == (True, True, True)
+    with pytest.raises(ValueError, match="valid choices"):
+        C.flat_cluster("h100", 8, "hypercube")
 
 
 # ---- clusters ------------------------------------------------------------------------------------
@@ -261,7 +266,7 @@ def test_hierarchical_parts_follow_the_schedule_and_the_tpu_torus():
     t = C.hierarchical_time("all_gather", 1e9, c)
     assert t["intra-node"] == pytest.approx(C.all_gather_time(
         1e9, 256, 45e9, topology="torus_2d", shape=(16, 16), latency=1e-6))
-    small = hardware.cluster("tpu-v5e", 16)  # a 4x4 slice has no wraparound
+    small = hardware.cluster("tpu-v5e", 16)  # a 4x4 slice has no wraparound (hardware.md)
     t_small = C.hierarchical_time("all_gather", 1e9, small)
     assert t_small.total == pytest.approx(C.all_gather_time(
         1e9, 16, 45e9, topology="torus_2d", shape=(4, 4), wraparound=False, latency=1e-6))
@@ -273,7 +278,7 @@ def test_hierarchical_parts_follow_the_schedule_and_the_tpu_torus():
 def test_hierarchical_schedule_bytes_add_up(kind):
     """Each device sends over the network exactly its share of the flat collective's traffic."""
     m, k, V = 8, 16, 1e9
-    plan = C.hierarchical_schedule(kind, V, m, k)
+    plan = C.hierarchical_schedule(kind, V, (m, k))
     net = sum(C.collective_bytes(p[1], p[2], p[3]).sent_bytes for p in plan
               if p[0] == "inter-node")
     flat = C.collective_bytes(kind, V, m * k).sent_bytes
@@ -316,11 +321,40 @@ def test_pcie_bandwidth_from_the_spec():
 
 
 def test_llama3_cluster_totals():
-    """Llama 3 Herd of Models, section 3.3.1: 24,576 H100 in 8 pods of 3,072."""
-    c = hardware.cluster("h100", C.LLAMA3_N_GPUS)
-    assert C.LLAMA3_N_GPUS // C.LLAMA3_POD_GPUS == 8
-    assert c.hbm_bytes == pytest.approx(1.966e15, rel=1e-3)  # 1.75 PiB
+    """Llama 3 Herd of Models, section 3.3: 24,576 H100 in 8 pods of 3,072: about 1.97 PB
+    (1.75 PiB) of HBM and 24 EFLOP/s of dense bf16."""
+    c = hardware.get_cluster("llama3-24k")
+    assert C.cluster_levels(c) == (8, 384, 8)
+    assert c.hbm_bytes == pytest.approx(1.966e15, rel=1e-3)
     assert c.peak_flops_per_s == pytest.approx(24.3e18, rel=1e-2)
+
+
+def test_three_level_all_reduce_on_the_llama3_cluster():
+    """Across pods each GPU sends V / 3072 of the array over 1/7 of its NIC."""
+    c = hardware.get_cluster("llama3-24k")
+    V = 1e10
+    plan = C.hierarchical_schedule("all_reduce", V, C.cluster_levels(c))
+    assert [(lv, kind, g) for lv, kind, _, g in plan] == [
+        ("intra-node", "reduce-scatter", 8), ("inter-node", "reduce-scatter", 384),
+        ("inter-pod", "all-reduce", 8), ("inter-node", "all-gather", 384),
+        ("intra-node", "all-gather", 8)]
+    assert plan[2][2] == pytest.approx(V / 3072)
+    t = C.hierarchical_time("all_reduce", V, c)
+    assert t["inter-pod"] == pytest.approx(C.all_reduce_time(
+        V / 3072, 8, c.inter_pod.bytes_per_s, topology="switch", latency=c.inter_pod.latency))
+    assert set(t) == {"intra-node", "inter-node", "inter-pod"}
+    # within one pod there is no inter-pod phase
+    assert C.cluster_levels(c, 3072) == (8, 384)
+    with pytest.raises(ValueError, match="pods of 3072"):
+        C.cluster_levels(c, 4000)
+
+
+def test_cluster_latency_bound_bytes_splits_time_in_half():
+    for c in (hardware.cluster("h100", 1024), hardware.cluster("tpu-v5e", 256)):
+        for kind in TIMES:
+            V = C.cluster_latency_bound_bytes(kind, c)
+            t, t0 = (C.hierarchical_time(kind, v, c).total for v in (V, 0.0))
+            assert t == pytest.approx(2 * t0)
 
 
 @pytest.mark.parametrize("call,match", [
@@ -341,3 +375,25 @@ def test_llama3_cluster_totals():
 def test_bad_input_names_the_rule(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_explorer_plot_draws_library_numbers():
+    """The widget's static figure: one curve per system, V* dots from the library."""
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from scaling_lib.widgets import collectives as wc
+
+    fig, ax = plt.subplots()
+    drawn = wc.plot_collective_costs(ax, "all-gather", "hierarchical", 64, ("h100", "tpu-v5e"),
+                                     nbytes=1e8)
+    plt.close(fig)
+    c = hardware.cluster("h100", 64)
+    v_star, t = drawn["h100"]
+    assert v_star == C.cluster_latency_bound_bytes("all-gather", c)
+    assert t == pytest.approx(C.hierarchical_time("all-gather", 1e8, c).total)
+    fig, ax = plt.subplots()
+    with pytest.raises(ValueError, match="can run"):  # 12 GPUs do not fill nodes of 8
+        wc.plot_collective_costs(ax, "all-gather", "hierarchical", 12, ("h100",))
+    plt.close(fig)

@@ -220,7 +220,7 @@ def test_hierarchical_schedule_matches_emitted_phases(kind):
     fn = jax.jit(jax.shard_map(f, mesh=mesh, in_specs=spec, out_specs=out))
     np.testing.assert_array_equal(np.asarray(fn(sim.shard(x, mesh, spec))), want)
     got = sim.collectives_in(fn, sim.shard(x, mesh, spec))
-    plan = C.hierarchical_schedule(kind, V, m, k)
+    plan = C.hierarchical_schedule(kind, V, (m, k))
     assert [(c.kind, c.group_size) for c in got] == [(p[1], p[3]) for p in plan]
     for c, (_, phase_kind, nbytes, n) in zip(got, plan):
         want_bytes = C.collective_bytes(phase_kind, nbytes, n)
