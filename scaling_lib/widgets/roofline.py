@@ -60,7 +60,8 @@ def explorer(accelerators=DEFAULT_ACCELERATORS):
     acc_w = w.Dropdown(options=list(hardware.names()), value=accelerators[1], description="chip")
     dtype_w = w.Dropdown(options=["bf16", "fp8", "int8", "fp32"], value="bf16",
                          description="dtype")
-    sliders = {k: w.IntText(value=v, description=k) for k, v in
+    sliders = {k: w.IntText(value=v, description=k, layout=w.Layout(width="170px"))
+               for k, v in
                (("B", 256), ("D", 8192), ("F", 28672))}
     out = w.Output()
 
