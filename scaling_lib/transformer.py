@@ -28,6 +28,42 @@ def _cfg(cfg) -> models.TransformerConfig:
     return models.get(cfg)
 
 
+def einsum_flops(spec: str, *shapes) -> float:
+    """FLOPs of a two-operand contraction written as an einsum: 2 · (product of every index size).
+
+    Each output element sums one product per value of the contracted indices: one multiply and
+    one add per combination of all indices, free and contracted. [B, D] x [D, F] is
+    ``einsum_flops("bd,df->bf", (B, D), (D, F))`` = 2BDF. A product with nothing contracted
+    (an outer or elementwise product) does one multiply per output element and is counted as such.
+
+    >>> einsum_flops("bd,df->bf", (4, 8), (8, 16))
+    1024.0
+    >>> q = k = (1, 2048, 32, 128)  # [B, T, N, H]: the attention scores QKᵀ
+    >>> einsum_flops("btnh,bsnh->bnts", q, k) == 2 * 2048**2 * 32 * 128
+    True
+    """
+    if "->" not in spec:
+        raise ValueError(f"spec={spec!r} must be explicit, like 'bd,df->bf'")
+    inputs, output = spec.replace(" ", "").split("->")
+    operands = inputs.split(",")
+    if len(operands) != len(shapes):
+        raise ValueError(f"spec={spec!r} names {len(operands)} operands but {len(shapes)} shapes "
+                         "were given")
+    sizes: dict[str, int] = {}
+    for names, shape in zip(operands, shapes):
+        if len(names) != len(shape):
+            raise ValueError(f"operand {names!r} has {len(names)} indices but shape {shape}")
+        for idx, n in zip(names, shape):
+            if sizes.setdefault(idx, n) != n:
+                raise ValueError(f"index {idx!r} has size {sizes[idx]} and {n}; sizes must agree")
+    missing = set(output) - set(sizes)
+    if missing:
+        raise ValueError(f"output indices {sorted(missing)} appear in no operand")
+    total = float(math.prod(sizes.values()))
+    contracted = set(sizes) - set(output)
+    return 2.0 * total if contracted else total
+
+
 def _norm_params(cfg, width: int) -> int:
     """Parameters of one norm over ``width`` features (weight, plus bias for a biased LayerNorm)."""
     return width * (2 if (cfg.norm == "layernorm" and cfg.bias) else 1)
@@ -354,7 +390,8 @@ def breakdown_flops_per_token(cfg, T, *, training: bool = True,
     mult = 6.0 if training else 2.0
     n_dense = c.L - c.n_moe_layers
     parts = {"attention projections": mult * c.L * _attention_weights(c),
-             "attention (QKᵀ, AV)": mult / 2 * c.L * _attention_core_flops_per_token(c, T, causal),
+             "attention (QKᵀ, AV)":
+                 mult / 2 * c.L * _attention_core_flops_per_token(c, T, causal),
              "mlp": mult * (n_dense * _mlp_weights(c, c.F)
                             + c.n_moe_layers * c.n_shared_experts * _mlp_weights(c, c.F_e))}
     if c.is_moe:

@@ -249,3 +249,25 @@ def test_train_time_and_errors():
         tr.forward_flops("llama3-8b", 1, -1)
     with pytest.raises(ValueError, match="unknown model"):
         tr.param_count("gpt-5")
+
+
+# ---- einsums ------------------------------------------------------------------------------------
+def test_einsum_flops():
+    assert tr.einsum_flops("bd,df->bf", (3, 5), (5, 7)) == 2 * 3 * 5 * 7
+    # batched attention scores and the weighted sum of values: 2·B·T·S·N·H each
+    q = (2, 16, 4, 8)
+    assert tr.einsum_flops("btnh,bsnh->bnts", q, q) == 2 * 2 * 16 * 16 * 4 * 8
+    assert tr.einsum_flops("bnts,bsnh->btnh", (2, 4, 16, 16), q) == 2 * 2 * 16 * 16 * 4 * 8
+    assert tr.einsum_flops("i,j->ij", (3,), (4,)) == 12  # nothing contracted: multiplies only
+
+
+@pytest.mark.parametrize("args, msg", [
+    (("bd,df", (1, 2), (2, 3)), "must be explicit"),
+    (("bd,df->bf", (1, 2)), "2 operands but 1 shapes"),
+    (("bd,df->bf", (1, 2), (3, 4)), "index 'd' has size 2 and 3"),
+    (("bd,df->bx", (1, 2), (2, 3)), r"output indices \['x'\]"),
+    (("bd,df->bf", (1, 2, 3), (2, 3)), "has 2 indices but shape"),
+])
+def test_einsum_flops_errors(args, msg):
+    with pytest.raises(ValueError, match=msg):
+        tr.einsum_flops(*args)
