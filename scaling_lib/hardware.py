@@ -604,6 +604,10 @@ _SCALE_OUT = {
 }
 # Largest ICI-connected slice (hardware.md): v4 4096 (16x16x16), v5e/v6e 256 (16x16), v5p 8960.
 _TPU_POD = {"tpu-v4": (4096, 3), "tpu-v5e": (256, 2), "tpu-v5p": (8960, 3), "tpu-v6e": (256, 2)}
+# Wraparound rules (Google Cloud TPU docs; hardware.md): a 2D pod axis wraps only at its full
+# width; 3D slices are built from cubes of TPU_CUBE_SIDE^3 chips whose optical switches close rings.
+TPU_2D_FULL_AXIS = 16
+TPU_CUBE_SIDE = 4
 _GPU_NODE = 8  # DGX/HGX boxes of 8 GPUs
 # GB200 NVL72: 72 GPUs in one NVLink domain; a compute tray (host) holds 2 superchips = 4 GPUs
 # (NVIDIA GB200 NVL72 specification).
@@ -706,8 +710,8 @@ def wraparound(accelerator, shape) -> tuple[bool, ...]:
     if math.prod(shape) > pod:
         raise ValueError(f"shape={shape} has {math.prod(shape)} chips; a {acc.name} pod has {pod}")
     if ndim == 2:
-        return tuple(a == 16 for a in shape)
-    full_cubes = all(a % 4 == 0 for a in shape)
+        return tuple(a == TPU_2D_FULL_AXIS for a in shape)
+    full_cubes = all(a % TPU_CUBE_SIDE == 0 for a in shape)
     return tuple(full_cubes for _ in shape)
 
 

@@ -334,3 +334,27 @@ def test_efficiencies_are_fractions_and_exact_on_multiples(n, units):
     # one more full wave never lowers the efficiency
     assert hw.wave_efficiency(n + units, units) >= e - 1e-12
     assert 0 < hw.padding_efficiency(n, units) <= 1
+
+
+# ---- the chapters' figures (scaling_lib.widgets.hardware) -------------------------------------------
+
+def test_hardware_figures_draw_library_numbers():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from scaling_lib.widgets import hardware as fig
+
+    g = fig.growth_since_first()
+    assert g["names"][0] == "k40" and g["peak"][0] == 1.0
+    assert g["peak"][-1] == pytest.approx(2.25e15 / 4.29e12)  # B200 bf16 over K40 fp32
+    _, axes = plt.subplots(1, 3)
+    fig.plot_timeline(axes[0])
+    levels = fig.plot_memory_hierarchy(axes[1], "h100")
+    assert [m.name for m in levels] == ["registers", "L1/SMEM", "L2", "HBM"]
+    assert fig.plot_torus(axes[2], (4, 16), (False, True)) == 3 + 8
+    with pytest.raises(ValueError, match="h100"):
+        fig.plot_memory_hierarchy(axes[1], "b200")
+    with pytest.raises(ValueError, match="2D"):
+        fig.plot_torus(axes[2], (4, 4, 4))
+    plt.close("all")

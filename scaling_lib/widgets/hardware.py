@@ -70,29 +70,37 @@ def plot_memory_hierarchy(ax, name="h100"):
 
 
 def plot_torus(ax, shape, wrap=None, *, title=None):
-    """Draw a 2D slice of chips as a grid with its ICI links; wraparound links as arcs."""
+    """Draw a 2D slice of chips as a grid with its ICI links (axis 0 vertical, axis 1 horizontal).
+
+    A wraparound link is drawn as two red stubs leaving the row's (or column's) two end chips: the
+    two stubs are one link, joining the ends into a ring. Returns the most hops between two chips.
+    """
     shape = tuple(shape)
     if len(shape) != 2:
         raise ValueError(f"plot_torus draws 2D slices; got shape={shape}")
     wrap = (False, False) if wrap is None else tuple(wrap)
-    nx, ny = shape
-    for i in range(nx):
-        for j in range(ny):
-            if i + 1 < nx:
-                ax.plot([i, i + 1], [j, j], color="0.5", lw=1)
-            if j + 1 < ny:
-                ax.plot([i, i], [j, j + 1], color="0.5", lw=1)
-    t = np.linspace(0, np.pi, 30)
-    if wrap[0] and nx > 2:
-        for j in range(ny):
-            ax.plot((nx - 1) / 2 + (nx - 1) / 2 * np.cos(t), j + 0.35 * np.sin(t), color="C3", lw=0.8)
-    if wrap[1] and ny > 2:
-        for i in range(nx):
-            ax.plot(i + 0.35 * np.sin(t), (ny - 1) / 2 + (ny - 1) / 2 * np.cos(t), color="C3", lw=0.8)
-    gx, gy = np.meshgrid(np.arange(nx), np.arange(ny), indexing="ij")
+    rows, cols = shape
+    for i in range(rows):
+        for j in range(cols):
+            if j + 1 < cols:
+                ax.plot([j, j + 1], [i, i], color="0.5", lw=1)
+            if i + 1 < rows:
+                ax.plot([j, j], [i, i + 1], color="0.5", lw=1)
+    stub = 0.45
+    if wrap[1] and cols > 2:
+        for i in range(rows):
+            ax.plot([-stub, 0], [i, i], color="C3", lw=1.5)
+            ax.plot([cols - 1, cols - 1 + stub], [i, i], color="C3", lw=1.5)
+    if wrap[0] and rows > 2:
+        for j in range(cols):
+            ax.plot([j, j], [-stub, 0], color="C3", lw=1.5)
+            ax.plot([j, j], [rows - 1, rows - 1 + stub], color="C3", lw=1.5)
+    gy, gx = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
     ax.plot(gx.ravel(), gy.ravel(), "s", color="C0", ms=6)
     hops = hardware.ici_max_hops(shape, wrap)
-    ax.set_title(title or f"{nx}x{ny}, wraparound {wrap}: at most {hops} hops", fontsize=9)
+    ax.set_title(title or f"{rows}x{cols}, wraparound {wrap}: at most {hops} hops", fontsize=9)
+    ax.set_xlim(-1, max(cols, 2))
+    ax.set_ylim(-1, max(rows, 2))
     ax.set_aspect("equal")
     ax.axis("off")
     return hops
