@@ -89,6 +89,7 @@ def model_state_bytes(n_params, dp=1, zero: int = 0, *, recipe: str = "mixed",
     n = check_positive("n_params", n_params)
     nd = check_positive("dp", dp)
     p, g, o = _recipe(recipe, optimizer)
+    n = n * np.ones(np.broadcast(n, nd).shape)  # every part has the broadcast shape
     return Breakdown(parameters=_out(p * n / (nd if zero >= 3 else 1)),
                      gradients=_out(g * n / (nd if zero >= 2 else 1)),
                      optimizer=_out(o * n / (nd if zero >= 1 else 1)), unit="bytes")
@@ -290,7 +291,8 @@ def training_memory(cfg, plan: ParallelPlan | None = None, B=None, T=2048, *,
     at the recipe's bytes per parameter, sharded over the ZeRO group by stage (see
     :func:`model_state_bytes`). ``activations``: :func:`activation_bytes` for the plan's
     micro-batch, recomputation, tp and sequence parallelism, times the layers on the stage,
-    times :func:`in_flight_microbatches`. ``logits``: the fp32 logits the loss keeps
+    times :func:`in_flight_microbatches`; with full recomputation, plus one layer's full
+    activations (the layer being back-propagated is rebuilt from its checkpoint). ``logits``: the fp32 logits the loss keeps
     (4·b·T·V/t bytes, Korthikanti et al. 2022), on this device only when pp = 1.
     ``overhead``: any fixed allowance you pass (CUDA context, buffers), shown when > 0.
     Left out: gathered-parameter and communication buffers, fragmentation.
@@ -339,6 +341,11 @@ def training_memory(cfg, plan: ParallelPlan | None = None, B=None, T=2048, *,
         per_layer[moe] = sum(terms.values()) * plan.micro_batch * T / plan.cp
     acts = (n_dense * per_layer[False] + n_moe * per_layer[True]) * \
         in_flight_microbatches(plan, n_micro)
+    if plan.recompute == "full":  # the layer being back-propagated is rebuilt in full
+        working = [sum(_activation_terms(c, moe, T, float(plan.tp), sp, "none", flash_attention,
+                                         a).values()) for moe, n in ((False, n_dense),
+                                                                     (True, n_moe)) if n]
+        acts = acts + max(working) * plan.micro_batch * T / plan.cp
     logits = 4.0 * plan.micro_batch * T / plan.cp * c.V / plan.tp if plan.pp == 1 else 0.0 * T
     parts = {"parameters": sharded(p_b, 3), "gradients": sharded(g_b, 2),
              "optimizer": sharded(o_b, 1), "activations": _out(acts), "logits": _out(logits)}

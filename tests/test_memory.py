@@ -18,6 +18,14 @@ def test_zero_paper_7_5b_on_64_gpus():
     assert got == [120.0, 31.4, 16.6, 1.9]
 
 
+def test_model_states_broadcast_over_dp():
+    dp = np.array([1, 8, 64])
+    for z in range(4):
+        s = mem.model_state_bytes(1e9, dp, z)
+        assert all(np.shape(v) == (3,) for v in s.values())
+    np.testing.assert_allclose(mem.model_state_bytes(1e9, dp, 3).total, 16e9 / dp)
+
+
 def test_zero_stage_parts():
     s = mem.model_state_bytes(1e9, 8, 2)
     assert (s["parameters"], s["gradients"], s["optimizer"]) == (2e9, 2e9 / 8, 12e9 / 8)
@@ -235,3 +243,14 @@ def test_memory_never_grows_with_more_sharding(kw, name):
     i = order.index(kw["recompute"])
     if i < 2:
         assert _total(name, dict(kw, recompute=order[i + 1])) <= base
+
+
+def test_full_recompute_keeps_checkpoints_plus_one_layer():
+    # Checkpoints (2sbh per layer) for every layer, plus the one layer being rebuilt in full:
+    # the same as checkpointing every layer (c = 1).
+    c = models.get("llama3-70b")
+    m = mem.training_memory(c, ParallelPlan(recompute="full"), 1, 8192, flash_attention=True)
+    want = mem.checkpointed_activation_bytes(c, 1, 8192, 1, flash_attention=True)
+    assert math.isclose(m["activations"], want)
+    assert math.isclose(m["activations"], c.L * 2 * 8192 * c.D
+                        + mem.activation_bytes(c, 1, 8192, flash_attention=True))
