@@ -23,6 +23,7 @@ See: Chapter "Networks and collectives", "Running collectives for real".
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass
 
@@ -68,6 +69,10 @@ def use_cpu_devices(n: int):
         jax.config.update("jax_num_cpu_devices", int(n))
     except RuntimeError:
         pass  # JAX has already started; check what it has below
+    except (AttributeError, KeyError, ValueError):  # JAX older than the option: use the flag
+        flags = re.sub(r"--xla_force_host_platform_device_count=\d+", "",
+                       os.environ.get("XLA_FLAGS", ""))
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={n}".strip()
     devices = jax.devices("cpu")
     if len(devices) != n:
         raise RuntimeError(
