@@ -101,3 +101,22 @@ def test_errors():
         inf.decode_intensity("llama9", 1, 8)
     with pytest.raises(ValueError, match="n_devices"):
         inf.decode_step_time("llama3-8b", 1, 8, "h100", 0)
+
+
+# ---- the chapter's figures (scaling_lib.widgets.inference) -------------------------------------
+def test_inference_figures_draw_library_numbers():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from scaling_lib.widgets import inference as fig
+
+    _, axes = plt.subplots(1, 2)
+    fig.plot_kv_cache(axes[0], contexts=[1024, 8192])
+    line = axes[0].get_lines()[1]  # llama3-70b
+    assert line.get_ydata()[1] == pytest.approx(tx.kv_cache_bytes("llama3-70b", 1, 8192) / 1e9)
+    fig.plot_decode_time(axes[1], batches=[1, 2, 4], contexts=(128,))
+    first = axes[1].get_lines()[0]
+    assert first.get_ydata()[0] == pytest.approx(
+        inf.decode_step_time("llama3-70b", 1, 128, "h100", 8) * 1e3)
+    plt.close("all")

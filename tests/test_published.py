@@ -181,3 +181,27 @@ def test_errors_name_the_problem():
         dataclasses.replace(pb.get("palm-540b"), flops_convention="selective")
     with pytest.raises(ValueError, match="unknown accelerator|known"):
         dataclasses.replace(pb.get("palm-540b"), accelerator="tpu-v9")
+
+
+# ---- the chapter's figures (scaling_lib.widgets.mfu) -------------------------------------------
+def test_mfu_figures_draw_library_numbers():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from scaling_lib.widgets import mfu as fig
+
+    rows = {r[0]: r[1:] for r in fig.published_rows()}
+    assert rows["palm-540b"] == (pytest.approx(pb.mfu("palm-540b")), 0.462, "MFU")
+    assert rows["megatron-1t"] == (pytest.approx(0.392, abs=0.0005), 0.52, "HFU")
+    # No-overlap utilisation is 1 / (1 + I*/I): one half at the chip's own critical intensity.
+    a100 = hw.get("a100-80gb")
+    assert fig.no_overlap_utilization(a100.critical_intensity(), a100) == pytest.approx(0.5)
+    assert fig.no_overlap_utilization(a100.critical_intensity(), "h100") < 0.5
+    _, axes = plt.subplots(1, 3)
+    assert len(fig.plot_published(axes[0])) == len(fig.DEFAULT_RUNS)
+    m, h = fig.plot_mfu_vs_step_time(axes[1], "llama3-70b", "h100", 1024, 512, 8192, mark=6.0)
+    assert m == pytest.approx(tx.mfu("llama3-70b", 512 * 8192 / 6.0, 1024, "h100", 8192))
+    assert h / m == pytest.approx(1 / pb.model_flops_fraction("llama3-70b", 8192))
+    fig.plot_upgrade(axes[2], mark=150.0)
+    plt.close("all")

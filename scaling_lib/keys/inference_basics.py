@@ -1,0 +1,74 @@
+"""Answer key for Chapter 8 (Inference basics) exercises."""
+
+from __future__ import annotations
+
+import math
+
+from .. import hardware, inference, models, transformer
+
+_DTYPE_OF_BYTES = {4: "fp32", 2: "bf16", 1: "fp8"}
+
+
+def kv_bytes_per_token(p):
+    """Ex 8.1: KV cache bytes per token of p.model with the cache in p.dtype."""
+    return transformer.kv_cache_bytes(p.model, 1, 1, p.dtype)
+
+
+def kv_cache_for_context(p):
+    """Ex 8.2: bf16 KV cache bytes of p.B sequences holding p.S tokens each."""
+    return transformer.kv_cache_bytes(p.model, p.B, p.S)
+
+
+def cache_share(p):
+    """Ex 8.3: share of a decode step's HBM bytes that is KV cache (p.B sequences, p.S tokens)."""
+    return inference.decode_bytes(p.model, p.B, p.S).fractions()["kv cache"]
+
+
+def mha_cache_ratio(p):
+    """Ex 8.4: how many times larger the cache would be with K = N (multi-head attention)."""
+    cfg = models.get(p.model)
+    return (transformer.kv_cache_bytes(cfg.with_changes(K=cfg.N), 1, 1)
+            / transformer.kv_cache_bytes(cfg, 1, 1))
+
+
+def weights_read_per_step(p):
+    """Ex 8.5: bytes of weights one decode step reads, weights stored in p.dtype."""
+    return inference.weight_bytes_read(p.model, p.dtype)
+
+
+def batch1_step_time(p):
+    """Ex 8.6: roofline lower bound (s) of a batch-1 decode step with p.S cached tokens."""
+    return inference.decode_step_time(p.model, 1, p.S, p.accelerator, p.n_devices)
+
+
+def decode_tokens_per_s(p):
+    """Ex 8.7: tokens/s of the whole system decoding p.B sequences at p.S cached tokens."""
+    return p.B / inference.decode_step_time(p.model, p.B, p.S, p.accelerator, p.n_devices)
+
+
+def step_intensity(p):
+    """Ex 8.8: FLOPs per byte of one decode step (bf16 weights and cache)."""
+    return inference.decode_intensity(p.model, p.B, p.S)
+
+
+def is_compute_bound(p):
+    """Ex 8.9: whether the decode step's intensity exceeds p.accelerator's critical intensity."""
+    return bool(inference.decode_intensity(p.model, p.B, p.S)
+                > hardware.get(p.accelerator).critical_intensity("bf16"))
+
+
+def attention_intensity(p):
+    """Ex 8.10: FLOPs per byte of cache read in the attention part of a decode step."""
+    return (inference.decode_flops(p.model, 1, 1024)["attention"]
+            / inference.decode_bytes(p.model, 1, 1024)["kv cache"])
+
+
+def kv_cache_bytes(L, K, H, B, S, bytes_per_element):
+    """Ex 8.11 reference: KV cache bytes of B sequences of S tokens (L layers, K kv heads of H)."""
+    cfg = models.TransformerConfig(L=L, D=K * H, F=1, N=K, K=K, H=H, V=1)
+    return transformer.kv_cache_bytes(cfg, B, S, _DTYPE_OF_BYTES[bytes_per_element])
+
+
+def max_sequences(model, accelerator, n_devices, S):
+    """Ex 8.12 reference: whole sequences of S tokens that fit next to the bf16 weights."""
+    return math.floor(inference.max_cached_tokens(model, accelerator, n_devices) / S)
