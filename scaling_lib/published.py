@@ -90,15 +90,21 @@ _MEGATRON_TABLE1 = (
     (529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163, 0.52, 410.2),
     (1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163, 0.52, 502.0),
 )
-# Aggregate PFLOP/s as printed, by run name (a transcription check, not an input).
-MEGATRON_AGGREGATE_FLOPS_PER_S: dict[str, float] = {}
+
+
+def _megatron_name(billions: float) -> str:
+    return f"megatron-{billions:g}b" if billions < 1000 else "megatron-1t"
+
+
+# Aggregate FLOP/s as printed, by run name (a transcription check, not an input).
+MEGATRON_AGGREGATE_FLOPS_PER_S = {_megatron_name(row[0]): row[-1] * 1e15
+                                  for row in _MEGATRON_TABLE1}
 
 
 def _megatron_runs():
     out = []
-    for (b, N, D, L, tp, pp, n, batch, tflops, frac, pflops) in _MEGATRON_TABLE1:
-        name = f"megatron-{b:g}b" if b < 1000 else "megatron-1t"
-        MEGATRON_AGGREGATE_FLOPS_PER_S[name] = pflops * 1e15
+    for (b, N, D, L, tp, pp, n, batch, tflops, frac, _) in _MEGATRON_TABLE1:
+        name = _megatron_name(b)
         out.append(TrainingRun(
             name=name, model=models.gpt(L, D, N, V=51200, T_max=2048, name=name),
             accelerator="a100-80gb", n_devices=n, T=2048, global_batch=batch,

@@ -41,7 +41,7 @@ def published_rows(names=DEFAULT_RUNS):
 
 
 def plot_published(ax, names=DEFAULT_RUNS):
-    """Horizontal bars: each run's MFU (model FLOPs, recomputed) and the figure its paper printed."""
+    """Horizontal bars: each run's MFU recomputed from its inputs, and the figure it printed."""
     rows = published_rows(names)
     y = np.arange(len(rows))
     ours = [r[1] for r in rows]
