@@ -75,6 +75,21 @@ def attainable_flops_per_s(intensity, accelerator, dtype="bf16"):
     return _out(np.minimum(acc.peak_flops_per_s(dtype), i * acc.hbm_bytes_per_s))
 
 
+def no_overlap_utilization(intensity, accelerator, dtype="bf16"):
+    """Fraction of peak reached by work of intensity I when compute and memory never overlap.
+
+    T_math / (T_math + T_comms) = (I / C) / (I / C + 1 / W) = I / (I + I*), with I* = C / W the
+    critical intensity: exactly 1/2 at the ridge point, and lower on a chip whose compute grew
+    faster than its bandwidth.
+
+    >>> no_overlap_utilization(hardware.get("h100").critical_intensity(), "h100")
+    0.5
+    """
+    acc = hardware.get(accelerator)
+    i = check_positive("intensity", intensity)
+    return _out(i / (i + acc.critical_intensity(dtype)))
+
+
 def matmul_flops(B, D, F):
     """FLOPs of [B, D] x [D, F]: 2 B D F (one multiply and one add per term).
 

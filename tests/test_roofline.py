@@ -110,3 +110,13 @@ def test_attainable_below_roof_and_slope(i):
     acc = hw.get("h100")
     a = rl.attainable_flops_per_s(i, acc)
     assert a <= acc.peak_flops_per_s() and a <= i * acc.hbm_bytes_per_s * (1 + 1e-12)
+
+
+def test_no_overlap_utilization_half_at_ridge_and_lower_on_newer_chips():
+    a100 = hw.get("a100-40gb")
+    assert rl.no_overlap_utilization(a100.critical_intensity(), a100) == pytest.approx(0.5)
+    # same work on an H100 (compute grew faster than bandwidth): lower utilisation
+    assert rl.no_overlap_utilization(a100.critical_intensity(), "h100") < 0.5
+    i = np.geomspace(1, 1e4, 50)
+    u_ = rl.no_overlap_utilization(i, "h100")
+    assert np.all(np.diff(u_) > 0) and np.all((u_ > 0) & (u_ < 1))

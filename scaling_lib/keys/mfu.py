@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import hardware, published, transformer
 from ..units import HOUR
-from ..widgets.mfu import no_overlap_utilization
+from ..roofline import no_overlap_utilization
 
 
 def _sig3(x):

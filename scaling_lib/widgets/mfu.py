@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import hardware, published, roofline, transformer
+from .. import hardware, published, transformer
+from ..roofline import no_overlap_utilization  # noqa: F401  (re-exported for the chapter)
 from ..units import fmt_percent, fmt_seconds
 
 DEFAULT_RUNS = ("palm-540b", "mt-nlg-530b-2240", "mt-nlg-530b-3360", "megatron-1.7b",
@@ -99,16 +100,6 @@ def plot_mfu_vs_step_time(ax, cfg, accelerator, n_devices, global_batch, T, step
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     return out
-
-
-def no_overlap_utilization(intensity, accelerator, dtype="bf16"):
-    """MFU of work with arithmetic ``intensity`` whose compute and memory traffic do not overlap:
-    T_math / (T_math + T_comms) per unit of work, from :mod:`scaling_lib.roofline`."""
-    acc = hardware.get(accelerator)
-    intensity = np.asarray(intensity, dtype=float)
-    tm = roofline.t_math(intensity, acc.peak_flops_per_s(dtype))  # FLOPs per byte moved
-    tc = roofline.t_comms(1.0, acc.hbm_bytes_per_s)
-    return tm / roofline.time_bounds(tm, tc)[1]
 
 
 def plot_upgrade(ax, accelerators=("a100-40gb", "a100-80gb", "h100", "b200"), *, mark=None):
