@@ -28,8 +28,9 @@ book: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
+# Jupyter refuses to run as root unless told; containers and Colab-like boxes often are root.
 lab: $(STAMP)
-	$(BIN)/jupyter lab
+	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 exercises: $(STAMP)
 	$(BIN)/python -m scaling_lib.exercises build
