@@ -15,6 +15,9 @@ Marking a solution notebook:
   ``nbval-check-output`` (nbval compares its stored PASS lines) and ``hide-input`` to cells with a
   solution region (the book shows them collapsed).
 - In the first markdown cell, "Solutions" becomes "Exercises".
+- In the exercise, each graded cell starts with ``%%graded NAME`` (NAME from its checker call's
+  ``name=``) and the cell importing ``scaling_lib.grading`` also loads that extension, so an
+  exception in the student's code is reported as a FAIL line and "Run all" keeps going.
 
 Needs ``nbformat`` (and ``nbclient`` for ``run``), imported lazily.
 """
@@ -32,6 +35,9 @@ BEGIN = re.compile(r"^(\s*)# BEGIN SOLUTION\s*$")
 END = re.compile(r"^\s*# END SOLUTION\s*$")
 STUB = re.compile(r"^\s*# STUB: ?(.*)$")
 NOT_IMPLEMENTED = 'raise NotImplementedError("write your code here")'
+GRADING_IMPORT = "from scaling_lib.grading import"
+LOAD_EXT = "%load_ext scaling_lib.grading"
+CHECK_NAME = re.compile(r"""\bname=["']([^"']+)["']""")
 
 
 class MarkupError(ValueError):
@@ -117,6 +123,11 @@ def make_exercise(nb, name: str = "notebook"):
                 first_md = False
         if cell.cell_type == "code":
             cell.source, _ = strip_solutions(cell.source, f"{name} cell {k}")
+            if "graded" in tags:
+                names = CHECK_NAME.findall(cell.source)  # the checker call is last
+                cell.source = f"%%graded {names[-1] if names else 'exercise'}\n" + cell.source
+            elif GRADING_IMPORT in cell.source and LOAD_EXT not in cell.source:
+                cell.source = LOAD_EXT + "\n" + cell.source
             cell.outputs = []
             cell.execution_count = None
             for tag in ("nbval-check-output", "hide-input", "hide-output"):

@@ -12,6 +12,10 @@ Verdict lines start with a fixed marker so a grading tool can read a folder of n
 Parametric exercises draw their numbers with :func:`draw` from a seed, so the question changes
 when the seed does and the expected answer (computed by ``scaling_lib``) follows.
 
+In exercise notebooks each graded cell starts with the ``%%graded NAME`` cell magic (loaded with
+``%load_ext scaling_lib.grading``): an exception in the student's own lines then becomes one FAIL
+line naming the error and the line, instead of a traceback that stops "Run all".
+
 See: "How to use this book", section "Exercises".
 """
 
@@ -239,3 +243,40 @@ def draw(seed: int, exercise: str, **spec) -> Params:
             raise ValueError(f"{key}={rule!r}: give a list of choices, a (low, high) pair "
                              "or a range")
     return Params(out)
+
+
+# ---- The %%graded cell magic (IPython extension) ------------------------------------------------
+
+_CELL = "<exercise cell>"
+
+
+def run_graded(name: str, source: str, namespace: dict) -> None:
+    """Run a graded cell's ``source`` in ``namespace``; report student errors as a FAIL line.
+
+    >>> ns = {}
+    >>> run_graded("1.1", "answer = 1 / 0", ns)
+    FAIL: 1.1: your code raised ZeroDivisionError: division by zero (line 1)
+    >>> run_graded("1.1", "answer = 2", ns); ns["answer"]
+    2
+    """
+    name = name.strip() or "exercise"
+    try:
+        code = compile(source, _CELL, "exec")
+    except SyntaxError as exc:
+        _emit(FAIL, name, f"SyntaxError on line {exc.lineno}: {exc.msg}")
+        return
+    try:
+        exec(code, namespace)
+    except Exception as exc:  # student code: report, never crash the notebook
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == _CELL]
+        where = f" (line {frames[-1].lineno})" if frames else ""
+        _emit(FAIL, name, f"your code raised {type(exc).__name__}: {exc}{where}")
+
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext scaling_lib.grading`` registers the ``%%graded NAME`` cell magic."""
+
+    def graded(line, cell):
+        run_graded(line, cell, ipython.user_ns)
+
+    ipython.register_magic_function(graded, magic_kind="cell", magic_name="graded")

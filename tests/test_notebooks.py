@@ -74,3 +74,19 @@ def test_exercise_notebook_reports_not_solved_yet(path):
         assert not errors, f"{path.name}: graded cell raised {errors[0]['ename']}"
         verdicts = re.findall(r"^(PASS|FAIL|NOT SOLVED YET):", text, flags=re.M)
         assert verdicts == [NOT_SOLVED], f"{path.name}: {cell.source[:60]!r} printed {text!r}"
+
+
+def test_student_error_becomes_feedback_and_run_all_goes_on():
+    path = ROOT / "exercises" / "01_rooflines.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    graded = [c for c in nb.cells if "graded" in c.get("metadata", {}).get("tags", [])]
+    first, rest = graded[0], graded[1:]
+    assert first.source.startswith("%%graded 1.1")
+    first.source = first.source.replace("answer = None", "answer = p.B * undefined_name")
+    NotebookClient(nb, timeout=300, kernel_name="python3",  # raises if any cell errors
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    out = "".join(o.get("text", "") for o in first.outputs if o.output_type == "stream")
+    assert "FAIL: 1.1: your code raised NameError" in out and "(line 3)" in out, out
+    assert "Traceback" not in out
+    later = "".join(o.get("text", "") for c in rest for o in c.outputs)
+    assert later.count(NOT_SOLVED) == len(rest)
