@@ -42,6 +42,22 @@ def weight_bytes_read(cfg, dtype="bf16") -> float:
     return n * dtype_bytes(dtype)
 
 
+def weight_read_time(n_params, accelerator, n_devices=1, dtype="bf16"):
+    """Lower bound on a decode step from weights alone: n_params · w / (n · W_hbm) seconds.
+
+    Every weight is read once per step, split evenly over ``n_devices`` chips; a bound whatever
+    the batch (the KV cache and compute only add to it). For a model given as a config, use
+    :func:`weight_bytes_read` for the exact bytes.
+
+    >>> round(weight_read_time(200e9, "tpu-v5e", 32) * 1e3, 1)  # ms
+    15.3
+    """
+    acc = hardware.get(accelerator)
+    n = check_positive("n_devices", n_devices)
+    nbytes = check_positive("n_params", n_params) * dtype_bytes(dtype)
+    return roofline.t_comms(nbytes / n, acc.hbm_bytes_per_s)
+
+
 def decode_flops(cfg, B, S) -> Breakdown:
     """FLOPs of one decode step by part: the weight matmuls, and attention over the cache.
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from .. import hardware, roofline
+from .. import hardware, inference
+from ..units import dtype_bytes
 
 
 def tensor_flops_per_clock_per_sm(p):
@@ -35,7 +36,7 @@ def level_critical_intensity(p):
 def largest_square_in_l2(p):
     """Ex 2.5: side of the largest square bf16 matrix that fits in p.accelerator's L2."""
     l2 = hardware.get(p.accelerator).internals.level("L2").total_bytes
-    return math.isqrt(int(l2 // 2))
+    return math.isqrt(int(l2 // dtype_bytes("bf16")))
 
 
 def critical_intensity_growth(p):
@@ -52,8 +53,7 @@ def wave_efficiency(p):
 
 def decode_step_lower_bound(p):
     """Ex 2.8: seconds to read p.n_params bf16 weights split evenly over p.n_gpus GPUs."""
-    acc = hardware.get(p.accelerator)
-    return roofline.t_comms(2 * p.n_params / p.n_gpus, acc.hbm_bytes_per_s)
+    return inference.weight_read_time(p.n_params, p.accelerator, p.n_gpus)
 
 
 def tensor_core_peak(n_sm, tensor_cores_per_sm, flops_per_clock_per_tensor_core, clock_hz):

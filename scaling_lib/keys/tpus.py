@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import math
 
-from .. import hardware, roofline
+from .. import hardware, inference
 from ..units import dtype_bytes
 
 
 def sampling_latency_lower_bound(p):
     """Ex 3.1: seconds to read p.n_params bf16 weights once, split over p.n_chips chips."""
-    acc = hardware.get(p.accelerator)
-    return roofline.t_comms(2 * p.n_params / p.n_chips, acc.hbm_bytes_per_s)
+    return inference.weight_read_time(p.n_params, p.accelerator, p.n_chips)
 
 
 def pod_flops_per_s(p):
