@@ -9,6 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+import numpy as np
+
+from .units import _brief, check_real
+
 
 class Breakdown(Mapping):
     """Named parts (numbers) and their total, read-only.
@@ -21,8 +25,21 @@ class Breakdown(Mapping):
     __slots__ = ("_parts", "unit")
 
     def __init__(self, parts: Mapping | None = None, *, unit: str = "", **kw):
+        if parts is not None and not isinstance(parts, Mapping):
+            raise ValueError(f"parts={_brief(parts)} must be a mapping of names to numbers")
+        if not isinstance(unit, str):
+            raise ValueError(f"unit={_brief(unit)} must be a string")
         merged = dict(parts or {})
         merged.update(kw)
+        for key, value in merged.items():
+            if not isinstance(key, str):
+                raise ValueError(f"part name {_brief(key)} must be a string")
+            if isinstance(value, (bool, np.bool_)) or not isinstance(
+                    value, (int, float, np.integer, np.floating, np.ndarray)):
+                raise ValueError(f"part {key!r}={_brief(value)} must be a number or an array "
+                                 "of numbers")
+            if isinstance(value, np.ndarray) and value.dtype.kind not in "iuf":
+                raise ValueError(f"part {key!r} must hold real numbers, not {value.dtype}")
         object.__setattr__(self, "_parts", MappingProxyType(merged))
         object.__setattr__(self, "unit", unit)
 
@@ -50,6 +67,7 @@ class Breakdown(Mapping):
 
     def scaled(self, factor: float) -> Breakdown:
         """Every part multiplied by ``factor`` (e.g. bytes -> GB)."""
+        factor = check_real("factor", factor)
         return Breakdown({k: v * factor for k, v in self._parts.items()}, unit=self.unit)
 
     def __repr__(self):

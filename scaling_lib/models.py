@@ -13,7 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
+from .units import _brief, check_choice, check_int, divisors
+
 NORMS = ("rmsnorm", "layernorm")
+# Largest value of any shape field (L, D, F, N, K, H, V, ...): 2**31. Far above any real model,
+# and small enough that listing divisors for an error message stays instant.
+MAX_DIM = 2**31
 
 
 @dataclass(frozen=True)
@@ -34,12 +39,9 @@ class MLA:
 
     def __post_init__(self):
         for f in fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError(f"MLA.{f.name}={v!r} must be an integer >= 0")
-        for name in ("kv_lora_rank", "qk_nope_head_dim", "v_head_dim"):
-            if getattr(self, name) == 0:
-                raise ValueError(f"MLA.{name} must be > 0")
+            minimum = 1 if f.name in ("kv_lora_rank", "qk_nope_head_dim", "v_head_dim") else 0
+            object.__setattr__(self, f.name, check_int(f"MLA.{f.name}", getattr(self, f.name),
+                                                       minimum=minimum, maximum=MAX_DIM))
 
     @property
     def qk_head_dim(self) -> int:
@@ -64,7 +66,11 @@ class TransformerConfig:
     Other options: ``bias`` (biases in every linear layer and in LayerNorms), ``norm``
     ("rmsnorm": D weights; "layernorm": D weights, plus D biases when ``bias``),
     ``learned_positions`` (rows of a learned position table; 0 for RoPE), ``dropout``
-    (dropout layers present in training: they cost activation memory).
+    (dropout layers present in training: they cost activation memory), ``sliding_window``
+    (None: every layer attends to the whole context; W: every layer attends to the last W
+    tokens only, as in Mistral 7B, so the KV cache holds at most W tokens per sequence).
+
+    Shape fields are whole numbers (Python or numpy integers, stored as int) up to 2**31.
 
     >>> cfg = TransformerConfig(L=32, D=4096, F=14336, N=32, K=8, H=128, V=128256)
     >>> cfg.is_moe, cfg.gqa_group
@@ -92,24 +98,27 @@ class TransformerConfig:
     mla: MLA | None = None
     name: str = ""
     source: str = ""
+    sliding_window: int | None = None
 
     def __post_init__(self):
         for sym in ("L", "D", "F", "N", "K", "H", "V", "E", "k"):
-            v = getattr(self, sym)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{sym}={v!r} must be a positive integer")
+            object.__setattr__(self, sym, check_int(sym, getattr(self, sym), maximum=MAX_DIM))
         for sym in ("n_shared_experts", "n_dense_layers", "learned_positions"):
-            v = getattr(self, sym)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError(f"{sym}={v!r} must be an integer >= 0")
-        if self.F_expert is not None and (isinstance(self.F_expert, bool)
-                                          or not isinstance(self.F_expert, int)
-                                          or self.F_expert < 1):
-            raise ValueError(f"F_expert={self.F_expert!r} must be a positive integer or None")
+            object.__setattr__(self, sym, check_int(sym, getattr(self, sym), minimum=0,
+                                                    maximum=MAX_DIM))
+        for sym in ("F_expert", "sliding_window"):
+            if getattr(self, sym) is not None:
+                object.__setattr__(self, sym, check_int(sym, getattr(self, sym),
+                                                        maximum=MAX_DIM))
+        for sym in ("glu", "tied_embeddings", "bias", "dropout"):
+            if not isinstance(getattr(self, sym), bool):
+                raise ValueError(f"{sym}={_brief(getattr(self, sym))} must be True or False")
+        if not isinstance(self.name, str) or not isinstance(self.source, str):
+            raise ValueError(f"name={_brief(self.name)} and source={_brief(self.source)} must "
+                             "be strings")
         if self.N % self.K:
-            divisors = [d for d in range(1, self.N + 1) if self.N % d == 0]
             raise ValueError(f"K={self.K} kv heads must divide N={self.N} query heads; "
-                             f"choose K in {divisors}")
+                             f"choose K in {divisors(self.N)}")
         if self.k > self.E:
             raise ValueError(f"k={self.k} active experts cannot exceed E={self.E} experts")
         if self.E == 1 and (self.n_shared_experts or self.n_dense_layers or self.k != 1):
@@ -119,10 +128,9 @@ class TransformerConfig:
                              f"n_dense_layers={self.n_dense_layers}")
         if self.n_dense_layers > self.L:
             raise ValueError(f"n_dense_layers={self.n_dense_layers} exceeds L={self.L}")
-        if self.norm not in NORMS:
-            raise ValueError(f"norm={self.norm!r}; valid choices: {', '.join(NORMS)}")
+        check_choice("norm", self.norm, NORMS)
         if self.mla is not None and not isinstance(self.mla, MLA):
-            raise ValueError(f"mla={self.mla!r} must be an MLA(...) or None")
+            raise ValueError(f"mla={_brief(self.mla)} must be an MLA(...) or None")
 
     # ---- derived shapes ---------------------------------------------------------------------
     @property
@@ -151,6 +159,10 @@ class TransformerConfig:
         >>> get("llama3-8b").with_changes(L=16).L
         16
         """
+        unknown = sorted(set(changes) - {f.name for f in fields(self)})
+        if unknown:
+            raise ValueError(f"unknown field(s) {unknown}; valid: "
+                             f"{', '.join(f.name for f in fields(self))}")
         return replace(self, **changes)
 
     def __repr__(self):
@@ -168,8 +180,9 @@ def gpt(L: int, D: int, N: int, *, V: int = 51200, T_max: int = 2048, **kw) -> T
     >>> gpt(24, 2304, 24).F
     9216
     """
+    L, D, N = (check_int(sym, v, maximum=MAX_DIM) for sym, v in (("L", L), ("D", D), ("N", N)))
     if D % N:
-        raise ValueError(f"N={N} heads must divide D={D}")
+        raise ValueError(f"N={N} heads must divide D={D}; choose N in {divisors(D)}")
     opts = dict(glu=False, tied_embeddings=True, bias=True, norm="layernorm",
                 learned_positions=T_max, dropout=True)
     opts.update(kw)
@@ -249,7 +262,8 @@ def get(name) -> TransformerConfig:
     if isinstance(name, TransformerConfig):
         return name
     if not isinstance(name, str):
-        raise ValueError(f"model must be a preset name or a TransformerConfig, got {name!r}")
+        raise ValueError(f"model must be a preset name or a TransformerConfig, got "
+                         f"{_brief(name)}")
     key = name.strip().lower()
     key = _ALIASES.get(key, key)
     if key not in PRESETS:

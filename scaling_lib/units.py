@@ -98,24 +98,240 @@ def dtype_bytes(dtype) -> float:
     return DTYPE_BYTES[canonical_dtype(dtype)]
 
 
-def check_positive(name: str, value, *, allow_zero: bool = False):
+# ---- input validation -----------------------------------------------------------------------
+# Every public function checks its arguments with these, so bad input raises one kind of error,
+# ValueError, naming the value, the rule and (where there are some) the valid choices.
+
+# Largest count accepted: above 2**53 a float can no longer hold every integer, so a count that
+# large has lost its last digits (and is a typo in any estimate this book makes).
+MAX_COUNT = 2**53
+# Largest number of devices (and parallel degree) accepted: 16.7 million accelerators, far beyond
+# any cluster, and small enough that listing its divisors (for an error message) stays instant.
+MAX_DEVICES = 2**24
+
+_NOT_REAL = (str, bytes, bytearray, bool, np.bool_, complex, np.complexfloating)
+
+
+def _real_array(name: str, value) -> np.ndarray:
+    """``value`` as a float array, or ValueError for anything that is not real numbers."""
+    if value is None or isinstance(value, _NOT_REAL):
+        raise ValueError(f"{name}={_brief(value)} must be a number, not {type(value).__name__}")
+    try:
+        arr = np.asarray(value)
+    except Exception:  # ragged nested lists and other shapes numpy refuses
+        raise ValueError(f"{name}={_brief(value)} must be a number or an array of numbers") from None
+    if arr.dtype.kind not in "iufO":  # bool, complex, strings, datetimes, structured
+        raise ValueError(f"{name}={_brief(value)} must be a number (or an array of numbers), "
+                         f"not {arr.dtype}")
+    if arr.dtype.kind == "O" and any(v is None or isinstance(v, _NOT_REAL)
+                                     for v in arr.ravel()[:1000]):
+        raise ValueError(f"{name}={_brief(value)} must be a number (or an array of numbers)")
+    try:
+        return arr.astype(float)
+    except OverflowError:
+        raise ValueError(f"{name}={_brief(value)} is too large: it does not fit in a float "
+                         "(about 1.8e308)") from None
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}={_brief(value)} must be a number (or an array of numbers)") from None
+
+
+def _brief(value) -> str:
+    """``repr(value)`` cut to a readable length (huge integers show their digit count)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return _short_int(value)
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _shown(value, arr, bad):
+    return _brief(value) if arr.ndim == 0 else _brief(arr[bad].ravel()[:5].tolist())
+
+
+def _result(arr: np.ndarray):
+    return float(arr) if arr.ndim == 0 else arr
+
+
+def check_positive(name: str, value, *, allow_zero: bool = False, maximum=None):
     """Raise ValueError unless every element of ``value`` is a positive finite number.
 
-    Returns the value as a float or a float numpy array, so callers can use the result directly.
+    Rejects bools, strings, bytes, complex numbers and None; ``maximum`` (optional) is an upper
+    bound. Returns the value as a float or a float numpy array, so callers can use the result
+    directly.
 
     >>> check_positive("B", 8)
     8.0
+    >>> check_positive("B", -1)
+    Traceback (most recent call last):
+    ...
+    ValueError: B=-1 is not allowed: B must be finite and > 0
     """
-    try:
-        arr = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}={value!r} must be a number (or an array of numbers)") from None
+    arr = _real_array(name, value)
     rule = ">= 0" if allow_zero else "> 0"
     bad = ~np.isfinite(arr) | ((arr < 0) if allow_zero else (arr <= 0))
     if np.any(bad):
-        shown = value if arr.ndim == 0 else arr[bad].ravel()[:5].tolist()
-        raise ValueError(f"{name}={shown!r} is not allowed: {name} must be finite and {rule}")
-    return float(arr) if arr.ndim == 0 else arr
+        raise ValueError(f"{name}={_shown(value, arr, bad)} is not allowed: {name} must be "
+                         f"finite and {rule}")
+    if maximum is not None and np.any(arr > maximum):
+        raise ValueError(f"{name}={_shown(value, arr, arr > maximum)} is too large: {name} must "
+                         f"be <= {maximum:g}")
+    return _result(arr)
+
+
+def check_real(name: str, value):
+    """Raise ValueError unless ``value`` is a finite real number or array of them (any sign).
+
+    >>> check_real("factor", -2)
+    -2.0
+    """
+    arr = _real_array(name, value)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name}={_shown(value, arr, ~np.isfinite(arr))} must be finite")
+    return _result(arr)
+
+
+def check_count(name: str, value, *, minimum: int = 1, maximum: int = MAX_COUNT):
+    """Raise ValueError unless every element of ``value`` is a whole number in [minimum, maximum].
+
+    For counts (sequences, tokens, devices, layers, degrees of parallelism): accepts Python and
+    numpy integers, integral floats (4096.0) and arrays of them; rejects bools, strings, complex
+    numbers, fractions (``dp=0.5``), NaN and infinities, and values above ``maximum`` (2**53 by
+    default: beyond it floats skip integers). Returns a float or a float array, ready for
+    arithmetic (use :func:`check_int` for an exact Python int).
+
+    >>> check_count("T", 4096)
+    4096.0
+    >>> check_count("dp", 0.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: dp=0.5 is not allowed: dp must be a whole number >= 1
+    """
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) \
+            and int(value) > maximum:  # exact test before any float conversion
+        raise ValueError(f"{name}={_short_int(value)} is too large: {name} must be <= "
+                         f"{maximum:,}")
+    arr = _real_array(name, value)
+    bad = ~np.isfinite(arr) | (arr != np.round(arr)) | (arr < minimum)
+    if np.any(bad):
+        raise ValueError(f"{name}={_shown(value, arr, bad)} is not allowed: {name} must be a "
+                         f"whole number >= {minimum}")
+    if np.any(arr > maximum):
+        raise ValueError(f"{name}={_shown(value, arr, arr > maximum)} is too large: {name} "
+                         f"must be <= {maximum:,}")
+    return _result(arr)
+
+
+def _short_int(value) -> str:
+    text = str(int(value))
+    return text if len(text) <= 30 else f"{text[:6]}...({len(text.lstrip('-'))} digits)"
+
+
+def check_int(name: str, value, *, minimum: int = 1, maximum: int = MAX_COUNT) -> int:
+    """One integer in [minimum, maximum], returned as a Python ``int``.
+
+    For fields of records (a config's L, a plan's tp) and sizes that must be exact: accepts
+    Python and numpy integers only (a float there, even 4096.0, is usually a division gone
+    wrong); rejects bools, floats, strings, arrays and values outside the bounds.
+
+    >>> check_int("tp", np.int64(8))
+    8
+    >>> check_int("K", 0)
+    Traceback (most recent call last):
+    ...
+    ValueError: K=0 is not allowed: K must be a whole number >= 1
+    >>> check_int("D", 4096.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: D=4096.0 must be an integer (Python or numpy), not float
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name}={_brief(value)} must be an integer (Python or numpy), not "
+                         f"{type(value).__name__}")
+    return _exact_int(name, value, minimum, maximum)
+
+
+def _exact_int(name, value, minimum, maximum) -> int:
+    v = int(value)
+    if v < minimum:
+        raise ValueError(f"{name}={v!r} is not allowed: {name} must be a whole number "
+                         f">= {minimum}")
+    if v > maximum:
+        raise ValueError(f"{name}={_short_int(v)} is too large: {name} must be <= {maximum:,}")
+    return v
+
+
+def check_fraction(name: str, value, *, allow_zero: bool = False, allow_one: bool = True):
+    """Raise ValueError unless every element of ``value`` is a fraction: in (0, 1] by default.
+
+    For MFU, efficiencies, acceptance rates: ``mfu=40`` (a percentage) or ``mfu=6502`` is a
+    mistake, not a fast job. Returns a float or a float array.
+
+    >>> check_fraction("mfu", 0.4)
+    0.4
+    >>> check_fraction("mfu", 40)
+    Traceback (most recent call last):
+    ...
+    ValueError: mfu=40 is not a fraction: mfu must be in (0, 1] (0.4 means 40%)
+    """
+    arr = _real_array(name, value)
+    lo_ok = (arr >= 0) if allow_zero else (arr > 0)
+    hi_ok = (arr <= 1) if allow_one else (arr < 1)
+    bad = ~np.isfinite(arr) | ~lo_ok | ~hi_ok
+    if np.any(bad):
+        interval = ("[" if allow_zero else "(") + "0, 1" + ("]" if allow_one else ")")
+        raise ValueError(f"{name}={_shown(value, arr, bad)} is not a fraction: {name} must be "
+                         f"in {interval} (0.4 means 40%)")
+    return _result(arr)
+
+
+def check_choice(name: str, value, choices):
+    """Return ``value`` if it is one of ``choices``, else raise ValueError listing them.
+
+    Bools are not taken for the integers 0 and 1, nor numpy arrays for anything.
+
+    >>> check_choice("zero", 3, (0, 1, 2, 3))
+    3
+    >>> check_choice("schedule", "zb", ("1f1b", "gpipe"))
+    Traceback (most recent call last):
+    ...
+    ValueError: schedule='zb'; valid choices: 1f1b, gpipe
+    """
+    if isinstance(choices, (str, bytes)) or not hasattr(choices, "__iter__"):
+        raise ValueError(f"choices={_brief(choices)} must be a collection of the valid values")
+    choices = tuple(choices)
+    ok = False
+    if not isinstance(value, np.ndarray) and not (
+            isinstance(value, (bool, np.bool_)) and not any(isinstance(c, bool) for c in choices)):
+        try:
+            ok = any(type(value) is type(c) and value == c for c in choices) or \
+                any(isinstance(value, np.integer) and isinstance(c, int)
+                    and not isinstance(c, bool) and int(value) == c for c in choices)
+        except Exception:
+            ok = False
+    if not ok:
+        shown = repr(value)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        raise ValueError(f"{name}={shown}; valid choices: {', '.join(map(str, choices))}")
+    return int(value) if isinstance(value, np.integer) else value
+
+
+def divisors(n: int) -> list[int]:
+    """Every divisor of ``n``, ascending, found in pairs (d, n // d) with d up to √n.
+
+    For the valid choices an error message lists; ``n`` at most 2**40 (a million steps).
+
+    >>> divisors(12), divisors(1)
+    ([1, 2, 3, 4, 6, 12], [1])
+    """
+    n = check_int("n", n, maximum=2**40)
+    small, large = [], []
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            small.append(d)
+            if d * d != n:
+                large.append(n // d)
+        d += 1
+    return small + large[::-1]
 
 
 def scalar_or_array(x):
@@ -124,12 +340,25 @@ def scalar_or_array(x):
     >>> scalar_or_array(np.float64(2.0)), scalar_or_array([1, 2])
     (2.0, array([1., 2.]))
     """
-    arr = np.asarray(x, dtype=float)
-    return float(arr) if arr.ndim == 0 else arr
+    return _result(_real_array("x", x))
+
+
+def _number(name: str, value) -> float:
+    """One real number (any sign, NaN and infinities allowed) for formatting."""
+    arr = _real_array(name, value)
+    if arr.ndim:
+        raise ValueError(f"{name}={_brief(value)} must be one number, not an array; format "
+                         "each element")
+    return float(arr)
+
+
+def _digits(digits) -> int:
+    return check_int("digits", digits, minimum=1, maximum=17)
 
 
 def _format(value: float, unit: str, prefixes: list[tuple[float, str]], digits: int) -> str:
-    value = float(value)
+    value = _number("value", value)
+    digits = _digits(digits)
     if value == 0 or not math.isfinite(value):
         return f"{value:g} {unit}"
     mag = abs(value)
@@ -157,6 +386,8 @@ def fmt_bytes(nbytes: float, digits: int = 3, binary: bool = False) -> str:
     >>> fmt_bytes(80e9), fmt_bytes(16 * GiB, binary=True)
     ('80 GB', '16 GiB')
     """
+    if not isinstance(binary, (bool, np.bool_)):
+        raise ValueError(f"binary={_brief(binary)} must be True or False")
     if binary:
         prefixes = [(TiB, "Ti"), (GiB, "Gi"), (MiB, "Mi"), (KiB, "Ki"), (1.0, "")]
         return _format(nbytes, "B", prefixes, digits)
@@ -171,6 +402,7 @@ def fmt_flops(flops: float, digits: int = 3) -> str:
     >>> fmt_flops(2e12)
     '2 TFLOPs'
     """
+    flops, digits = _number("flops", flops), _digits(digits)
     if abs(flops) >= 1e21:
         return f"{flops:.{digits}g} FLOPs"
     return _format(flops, "FLOPs", _SI, digits)
@@ -200,7 +432,7 @@ def fmt_seconds(seconds: float, digits: int = 3) -> str:
     >>> fmt_seconds(2.5e-6), fmt_seconds(0.25), fmt_seconds(3 * DAY)
     ('2.5 µs', '250 ms', '3 days')
     """
-    s = float(seconds)
+    s, digits = _number("seconds", seconds), _digits(digits)
     mag = abs(s)
     if mag >= DAY:
         return f"{s / DAY:.{digits}g} days"
@@ -223,4 +455,6 @@ def fmt_percent(fraction: float, digits: int = 1) -> str:
     >>> fmt_percent(0.4123)
     '41.2%'
     """
-    return f"{100 * float(fraction):.{digits}f}%"
+    fraction = _number("fraction", fraction)
+    digits = check_int("digits", digits, minimum=0, maximum=17)
+    return f"{100 * fraction:.{digits}f}%"

@@ -63,8 +63,13 @@ def test_config_is_frozen():
 
 @pytest.mark.parametrize("kw, msg", [
     (dict(K=5), r"K=5 kv heads must divide N=32.*\[1, 2, 4, 8, 16, 32\]"),
-    (dict(L=0), "L=0 must be a positive integer"),
-    (dict(D=4096.0), "D=4096.0 must be a positive integer"),
+    (dict(L=0), "L=0 is not allowed: L must be a whole number >= 1"),
+    (dict(D=4096.0), "D=4096.0 must be an integer"),
+    (dict(D=True), "D=True must be an integer"),
+    (dict(N="32"), "N='32' must be an integer"),
+    (dict(V=2**63), "V=9223372036854775808 is too large"),
+    (dict(sliding_window=0), "sliding_window=0 is not allowed"),
+    (dict(glu=1), "glu=1 must be True or False"),
     (dict(E=4, k=5), "k=5 active experts cannot exceed E=4"),
     (dict(n_dense_layers=2), "apply to MoE models only"),
     (dict(norm="batchnorm"), "valid choices: rmsnorm, layernorm"),
@@ -77,7 +82,7 @@ def test_validation_errors_teach(kw, msg):
 
 
 def test_mla_validation():
-    with pytest.raises(ValueError, match="kv_lora_rank must be > 0"):
+    with pytest.raises(ValueError, match="kv_lora_rank must be a whole number >= 1"):
         MLA(0, 0, 128, 64, 128)
 
 

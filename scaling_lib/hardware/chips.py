@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from collections.abc import Mapping
 from types import MappingProxyType
 
-
-from ..units import GiB, KiB, MiB, canonical_dtype
+from ..units import (GiB, KiB, MiB, _brief, canonical_dtype, check_choice, check_int, check_positive)
 
 from .internals import GPUInternals, TPUInternals
 from .internals import _gpu_memory
@@ -43,10 +43,21 @@ class Accelerator:
     internals: object = None  # GPUInternals, TPUInternals or None where unpublished
 
     def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ValueError(f"kind={self.kind!r} must be one of {KINDS}")
-        if not isinstance(self.peak_flops, MappingProxyType):
-            object.__setattr__(self, "peak_flops", MappingProxyType(dict(self.peak_flops)))
+        if not isinstance(self.name, str):
+            raise ValueError(f"name={self.name!r} must be a string")
+        check_choice("kind", self.kind, KINDS)
+        if not isinstance(self.peak_flops, Mapping) or not self.peak_flops:
+            raise ValueError(f"peak_flops={self.peak_flops!r} must map dtype names to FLOP/s, "
+                             "e.g. {'bf16': 989.4e12}")
+        peaks = {canonical_dtype(k): check_positive(f"peak_flops[{k!r}]", v)
+                 for k, v in self.peak_flops.items()}
+        object.__setattr__(self, "peak_flops", MappingProxyType(peaks))
+        object.__setattr__(self, "hbm_bytes",
+                           check_positive("hbm_bytes", self.hbm_bytes, allow_zero=True))
+        object.__setattr__(self, "hbm_bytes_per_s",
+                           check_positive("hbm_bytes_per_s", self.hbm_bytes_per_s))
+        check_positive("link_bytes_per_s", self.link_bytes_per_s, allow_zero=True)
+        check_int("n_links", self.n_links)
 
     @property
     def dtypes(self) -> tuple[str, ...]:
@@ -255,7 +266,7 @@ def get(name) -> Accelerator:
     if isinstance(name, Accelerator):
         return name
     if not isinstance(name, str):
-        raise ValueError(f"accelerator must be a name or an Accelerator, got {name!r}")
+        raise ValueError(f"accelerator must be a name or an Accelerator, got {_brief(name)}")
     key = name.strip().lower()
     key = _ALIASES.get(key, key)
     if key not in ACCELERATORS:

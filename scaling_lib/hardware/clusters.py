@@ -8,8 +8,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
 
-
+from ..units import (MAX_DEVICES, _brief, check_choice, check_int, check_positive,
+                     divisors)
 from .chips import Accelerator, get
 
 # ---- Links and clusters -----------------------------------------------------------------------
@@ -27,6 +29,15 @@ class Link:
     bytes_per_s: float
     latency: float = 0.0
     n_links: int = 1
+
+    def __post_init__(self):
+        if not isinstance(self.name, str):
+            raise ValueError(f"Link name={_brief(self.name)} must be a string")
+        object.__setattr__(self, "bytes_per_s", check_positive("bytes_per_s", self.bytes_per_s))
+        object.__setattr__(self, "latency", check_positive("latency", self.latency,
+                                                           allow_zero=True))
+        object.__setattr__(self, "n_links", check_int("n_links", self.n_links,
+                                                      maximum=MAX_DEVICES))
 
     @property
     def per_link_bytes_per_s(self) -> float:
@@ -64,13 +75,39 @@ class Cluster:
     source: str = ""
 
     def __post_init__(self):
-        if self.topology not in TOPOLOGIES:
-            raise ValueError(f"topology={self.topology!r}; valid choices: {', '.join(TOPOLOGIES)}")
-        if self.n_devices < 1 or self.devices_per_node < 1:
-            raise ValueError(
-                f"n_devices={self.n_devices} and devices_per_node={self.devices_per_node} "
-                "must be >= 1"
-            )
+        if not isinstance(self.accelerator, Accelerator):
+            raise ValueError(f"accelerator={_brief(self.accelerator)} must be an Accelerator "
+                             "(hardware.get(name) gives one)")
+        check_choice("topology", self.topology, TOPOLOGIES)
+        for name in ("intra_node", "inter_node"):
+            if not isinstance(getattr(self, name), Link):
+                raise ValueError(f"{name}={_brief(getattr(self, name))} must be a Link")
+        if self.inter_pod is not None and not isinstance(self.inter_pod, Link):
+            raise ValueError(f"inter_pod={_brief(self.inter_pod)} must be a Link or None")
+        n = check_int("n_devices", self.n_devices, maximum=MAX_DEVICES)
+        per_node = check_int("devices_per_node", self.devices_per_node, maximum=MAX_DEVICES)
+        for name, value in (("n_devices", n), ("devices_per_node", per_node),
+                            ("devices_per_host", check_int("devices_per_host",
+                                                           self.devices_per_host, minimum=0,
+                                                           maximum=MAX_DEVICES)),
+                            ("devices_per_pod", check_int("devices_per_pod",
+                                                          self.devices_per_pod, minimum=0,
+                                                          maximum=MAX_DEVICES))):
+            object.__setattr__(self, name, value)
+        if not isinstance(self.name, str) or not isinstance(self.source, str):
+            raise ValueError(f"name={_brief(self.name)} and source={_brief(self.source)} "
+                             "must be strings")
+        try:
+            shape = tuple(self.torus_shape)
+            wrap = tuple(self.wraparound)
+        except TypeError:
+            raise ValueError(f"torus_shape={_brief(self.torus_shape)} and wraparound="
+                             f"{_brief(self.wraparound)} must be tuples") from None
+        shape = tuple(check_int("torus_shape axis", a, maximum=MAX_DEVICES) for a in shape)
+        if any(not isinstance(w, (bool, np.bool_)) for w in wrap):
+            raise ValueError(f"wraparound={_brief(self.wraparound)} must be one bool per axis")
+        object.__setattr__(self, "torus_shape", shape)
+        object.__setattr__(self, "wraparound", tuple(bool(w) for w in wrap))
         if self.wraparound and len(self.wraparound) != len(self.torus_shape):
             raise ValueError(f"wraparound={self.wraparound} needs one entry per axis of "
                              f"torus_shape={self.torus_shape}")
@@ -109,17 +146,20 @@ class Cluster:
 def torus_shape(n: int, ndim: int) -> tuple[int, ...]:
     """A near-cubic shape of ``ndim`` axes whose product is ``n`` (axes sorted ascending).
 
+    Each axis takes the divisor of the devices still to place that is closest to their
+    ``ndim``-th root; divisors come in pairs (d, n/d) with d <= √n, so the search is fast.
+    ``n`` is at most 2**24 devices and ``ndim`` 1, 2 or 3.
+
     >>> torus_shape(256, 2), torus_shape(128, 2), torus_shape(64, 3)
     ((16, 16), (8, 16), (4, 4, 4))
     """
-    if n < 1:
-        raise ValueError(f"n={n} devices must be >= 1")
+    n = check_int("n", n, maximum=MAX_DEVICES)
+    ndim = check_choice("ndim", ndim, (1, 2, 3))
     shape = [1] * ndim
     rest = n
     for i in range(ndim, 0, -1):
         target = round(rest ** (1 / i))
-        # the divisor of rest closest to target
-        best = min((d for d in range(1, rest + 1) if rest % d == 0), key=lambda d: (abs(d - target), d))
+        best = min(divisors(rest), key=lambda d: (abs(d - target), d))
         shape[ndim - i] = best
         rest //= best
     return tuple(sorted(shape))
@@ -173,8 +213,7 @@ def cluster(accelerator, n_devices: int, **overrides) -> Cluster:
     ((8, 16), (False, True))
     """
     acc = get(accelerator)
-    if isinstance(n_devices, bool) or not isinstance(n_devices, (int,)) or n_devices < 1:
-        raise ValueError(f"n_devices={n_devices!r} must be a positive integer")
+    n_devices = check_int("n_devices", n_devices, maximum=MAX_DEVICES)
     if acc.name not in _SCALE_OUT:
         raise ValueError(
             f"no default cluster for {acc.name!r}; pass devices_per_node, intra_node, inter_node "
@@ -220,6 +259,22 @@ def cluster(accelerator, n_devices: int, **overrides) -> Cluster:
 # ---- TPU slices: tori, wraparound, hops ------------------------------------------------------
 
 
+def _shape(shape) -> tuple[int, ...]:
+    """A torus shape as a tuple of 1 to 3 whole numbers >= 1 (ValueError otherwise)."""
+    if isinstance(shape, (str, bytes)) or not isinstance(shape, (tuple, list, np.ndarray)):
+        raise ValueError(f"shape={_brief(shape)} must be a tuple of axis sizes, e.g. (4, 8)")
+    try:
+        shape = tuple(check_int("axis", a, maximum=MAX_DEVICES) for a in shape)
+    except ValueError as e:
+        raise ValueError(f"shape={_brief(shape)} must hold positive integers ({e})") from None
+    if not 1 <= len(shape) <= 3:
+        raise ValueError(f"shape={shape} must have 1 to 3 axes")
+    if math.prod(shape) > MAX_DEVICES:
+        raise ValueError(f"shape={shape} holds {math.prod(shape):,} devices; at most "
+                         f"{MAX_DEVICES:,}")
+    return shape
+
+
 def wraparound(accelerator, shape) -> tuple[bool, ...]:
     """Which axes of a TPU slice of ``shape`` chips close into a ring (have a wraparound link).
 
@@ -240,9 +295,8 @@ def wraparound(accelerator, shape) -> tuple[bool, ...]:
         raise ValueError(f"wraparound is defined for TPU slices; {acc.name!r} is not one of "
                          f"{', '.join(_TPU_POD)}")
     pod, ndim = _TPU_POD[acc.name]
-    shape = tuple(shape)
-    if len(shape) != ndim or any(isinstance(a, bool) or not isinstance(a, int) or a < 1
-                                 for a in shape):
+    shape = _shape(shape)
+    if len(shape) != ndim:
         raise ValueError(f"shape={shape} must be {ndim} positive integers for {acc.name} "
                          f"(a {ndim}D torus)")
     if math.prod(shape) > pod:
@@ -263,10 +317,15 @@ def ici_max_hops(shape, wrap=None) -> int:
 
     See: Chapter 3, "ICI: tori with wraparound".
     """
-    shape = tuple(int(a) for a in shape)
-    wrap = (True,) * len(shape) if wrap is None else tuple(bool(w) for w in wrap)
-    if len(wrap) != len(shape) or any(a < 1 for a in shape):
-        raise ValueError(f"shape={shape} needs positive axes and wrap={wrap} one bool per axis")
+    shape = _shape(shape)
+    if wrap is None:
+        wrap = (True,) * len(shape)
+    elif isinstance(wrap, (bool, np.bool_)):
+        wrap = (bool(wrap),) * len(shape)
+    else:
+        wrap = tuple(wrap) if isinstance(wrap, (tuple, list)) else ()
+        if len(wrap) != len(shape) or any(not isinstance(w, (bool, np.bool_)) for w in wrap):
+            raise ValueError(f"wrap={_brief(wrap)} needs one bool per axis of shape={shape}")
     return sum(a // 2 if w else a - 1 for a, w in zip(shape, wrap))
 
 
@@ -280,7 +339,7 @@ def tpu_slice(accelerator, shape, **overrides) -> Cluster:
     See: Chapter 3, "Slices and pods".
     """
     acc = get(accelerator)
-    shape = tuple(shape)
+    shape = _shape(shape)
     wrap = wraparound(acc, shape)
     n = math.prod(shape)
     overrides.setdefault("name", f"{acc.name} {'x'.join(map(str, shape))} slice")

@@ -15,15 +15,12 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from ..units import scalar_or_array as _out
+from ..units import (MAX_DEVICES, _brief, check_choice, check_count, divisors as _divisors,
+                     scalar_or_array as _out)
 
 SCHEDULES = ("1f1b", "gpipe", "interleaved")
 RECOMPUTE = ("none", "selective", "full")
 ZERO_STAGES = (0, 1, 2, 3)
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 @dataclass(frozen=True)
@@ -60,19 +57,28 @@ class ParallelPlan:
     def __post_init__(self):
         for name in ("dp", "tp", "pp", "cp", "ep", "micro_batch", "virtual_stages"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{name}={v!r} must be a positive integer")
-        if self.zero not in ZERO_STAGES or isinstance(self.zero, bool):
-            raise ValueError(f"zero={self.zero!r} is not a ZeRO stage; valid choices: "
-                             "0, 1, 2, 3 (3 = FSDP)")
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule={self.schedule!r}; valid choices: {', '.join(SCHEDULES)}")
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) \
+                    or not 1 <= v <= MAX_DEVICES:
+                raise ValueError(f"{name}={_brief(v)} must be a positive integer "
+                                 f"(at most {MAX_DEVICES:,})")
+            object.__setattr__(self, name, int(v))
+        z = self.zero
+        if isinstance(z, (bool, np.bool_)) or not isinstance(z, (int, np.integer)) \
+                or z not in ZERO_STAGES:
+            raise ValueError(f"zero={_brief(z)} is not a ZeRO stage; valid choices: 0, 1, 2, 3 "
+                             "(3 = FSDP)")
+        object.__setattr__(self, "zero", int(z))
+        if self.world_size > MAX_DEVICES:
+            raise ValueError(f"world_size = dp·tp·pp·cp = {self.world_size:,} exceeds "
+                             f"{MAX_DEVICES:,} devices")
+        check_choice("schedule", self.schedule, SCHEDULES)
+        if not isinstance(self.sequence_parallel, (bool, np.bool_)):
+            raise ValueError(f"sequence_parallel={_brief(self.sequence_parallel)} must be True "
+                             "or False")
         if self.schedule == "gpipe" and self.virtual_stages != 1:
             raise ValueError(f"virtual_stages={self.virtual_stages} needs an interleaved "
                              "schedule; use schedule='interleaved' or virtual_stages=1")
-        if self.recompute not in RECOMPUTE:
-            raise ValueError(f"recompute={self.recompute!r}; valid choices: "
-                             f"{', '.join(RECOMPUTE)}")
+        check_choice("recompute", self.recompute, RECOMPUTE)
         replicas = self.dp * self.cp
         if replicas % self.ep:
             raise ValueError(f"ep={self.ep} must divide dp * cp = {replicas} (experts are "
@@ -80,10 +86,11 @@ class ParallelPlan:
                              f"{_divisors(replicas)}")
         if self.shard_group is not None:
             g = self.shard_group
-            if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or g < 1 \
-                    or replicas % g:
-                raise ValueError(f"shard_group={g!r} must divide dp * cp = {replicas}; "
+            if isinstance(g, (bool, np.bool_)) or not isinstance(g, (int, np.integer)) \
+                    or g < 1 or replicas % g:
+                raise ValueError(f"shard_group={_brief(g)} must divide dp * cp = {replicas}; "
                                  f"choose one of {_divisors(replicas)} (or None for all)")
+            object.__setattr__(self, "shard_group", int(g))
 
     @property
     def world_size(self) -> int:
@@ -102,15 +109,22 @@ class ParallelPlan:
         4
         """
         per_step = self.dp * self.micro_batch
-        if isinstance(global_batch, bool) or int(global_batch) != global_batch \
-                or global_batch < per_step or global_batch % per_step:
-            raise ValueError(f"global_batch={global_batch!r} sequences must be a positive "
+        try:
+            b = check_count("global_batch", global_batch)
+        except ValueError as e:
+            raise ValueError(f"{e}; it must be a positive multiple of dp * micro_batch = "
+                             f"{per_step}") from None
+        if np.ndim(b) or b < per_step or b % per_step:
+            raise ValueError(f"global_batch={_brief(global_batch)} sequences must be a positive "
                              f"multiple of dp * micro_batch = {per_step}")
-        return int(global_batch) // per_step
+        return int(b) // per_step
 
     def with_changes(self, **changes) -> ParallelPlan:
         """A copy with some fields changed (validated again)."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
+        unknown = sorted(set(changes) - set(values))
+        if unknown:
+            raise ValueError(f"unknown field(s) {unknown}; valid: {', '.join(values)}")
         values.update(changes)
         return ParallelPlan(**values)
 
@@ -130,16 +144,11 @@ def pipeline_bubble_fraction(pp, n_microbatches, virtual_stages=1, schedule="1f1
     >>> pipeline_bubble_fraction(4, 4, relative_to="compute")
     0.75
     """
-    if schedule not in SCHEDULES:
-        raise ValueError(f"schedule={schedule!r}; valid choices: {', '.join(SCHEDULES)}")
-    if relative_to not in ("step", "compute"):
-        raise ValueError(f"relative_to={relative_to!r}; valid choices: step, compute")
-    p = np.asarray(pp, dtype=float)
-    m = np.asarray(n_microbatches, dtype=float)
-    v = np.asarray(virtual_stages, dtype=float)
-    for name, arr in (("pp", p), ("n_microbatches", m), ("virtual_stages", v)):
-        if np.any(~np.isfinite(arr) | (arr < 1) | (arr != np.round(arr))):
-            raise ValueError(f"{name}={arr.tolist()!r} must be integers >= 1")
+    check_choice("schedule", schedule, SCHEDULES)
+    check_choice("relative_to", relative_to, ("step", "compute"))
+    p = np.asarray(check_count("pp", pp))
+    m = np.asarray(check_count("n_microbatches", n_microbatches))
+    v = np.asarray(check_count("virtual_stages", virtual_stages))
     if schedule == "gpipe" and np.any(v != 1):
         raise ValueError("GPipe has no virtual stages; use schedule='interleaved'")
     if relative_to == "compute":

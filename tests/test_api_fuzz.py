@@ -1,0 +1,265 @@
+"""Fuzz the public API: any input gives a result or a ValueError naming the rule, quickly.
+
+Every public function and class of the numpy modules (found by introspection, minus the
+commented exclusions below) is called with arguments drawn from a mix of valid values (model,
+chip and cluster names, plans, dtypes, sensible numbers) and bad ones (fractions, huge and
+negative integers, NaN, infinities, bools, strings, bytes, complex numbers, None, numpy scalars,
+arrays). The contract (house style: "Errors teach"):
+
+- a call returns, or raises ValueError with a non-empty message; never TypeError,
+  OverflowError, AttributeError, ZeroDivisionError, ...;
+- a call takes under ``TIME_LIMIT`` seconds (a SIGALRM guard turns a hang into a failure);
+- a numeric result holds no NaN (silent nonsense such as a negative size is caught where a
+  function's own tests pin its values; this test only asks for clean refusals).
+
+Hypothesis runs derandomized, so a failure reproduces; the whole file runs in well under a minute
+on one core.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import resource
+import signal
+import time
+from collections.abc import Mapping
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from scaling_lib import (breakdown, collectives, hardware, inference, memory, models,
+                         parallelism, published, roofline, transformer, units)
+from scaling_lib.breakdown import Breakdown
+from scaling_lib.parallelism import ParallelPlan
+
+MODULES = (units, breakdown, hardware, roofline, collectives, models, transformer, memory,
+           inference, parallelism, published)
+
+# Public callables that are not fuzzed, and why.
+EXCLUDED = {
+    # dataclasses.replace wrappers whose **changes are fuzzed through the classes they rebuild
+    # (Accelerator has no validation of its own: it is a record of datasheet numbers)
+    "scaling_lib.hardware.chips.with_changes",
+    # plain records of datasheet figures, built only from the presets' literal numbers; their
+    # consumers (get, cluster, ...) are fuzzed with the presets
+    "scaling_lib.hardware.chips.Accelerator",
+    "scaling_lib.hardware.internals.GPUInternals",
+    "scaling_lib.hardware.internals.TPUInternals",
+    "scaling_lib.hardware.internals.MemoryLevel",
+    "scaling_lib.hardware.clusters.Link",
+    "scaling_lib.collectives.CollectiveBytes",  # a NamedTuple (result type)
+    "scaling_lib.published.TimeEstimate",  # a record of one paper's printed figures
+}
+
+# Functions of scaling_lib/collectives.py that still fail the contract on this branch; the Ch 4
+# helper fixes that module's input checks in parallel. LEAD: remove entries after merging.
+XFAIL_COLLECTIVES: set[str] = set()
+
+TIME_LIMIT = 1.0  # seconds per call
+ALARM = 5  # seconds before SIGALRM fails a call that hangs
+MEMORY_LIMIT = 2 * 2**30  # bytes a call may add to the address space (MemoryError beyond)
+MAX_EXAMPLES = 40
+
+
+def _public_callables():
+    """(qualified name, callable) of every public function and class, each object once."""
+    seen, out = set(), []
+    for mod in MODULES:
+        names = getattr(mod, "__all__", None) or [n for n in vars(mod) if not n.startswith("_")]
+        for name in names:
+            obj = getattr(mod, name)
+            if not callable(obj) or id(obj) in seen:
+                continue
+            owner = getattr(obj, "__module__", "") or ""
+            if not owner.startswith("scaling_lib") or isinstance(obj, Mapping):
+                continue  # re-exported stdlib/numpy helpers, registries
+            seen.add(id(obj))
+            qual = f"{owner}.{obj.__name__}"
+            if qual not in EXCLUDED:
+                out.append((qual, obj))
+    return out
+
+
+# Methods with arguments, bound to a preset instance.
+_H100 = hardware.get("h100")
+_BOUND = [
+    ("Accelerator.peak_flops_per_s", _H100.peak_flops_per_s),
+    ("Accelerator.critical_intensity", _H100.critical_intensity),
+    ("Accelerator.supports", _H100.supports),
+    ("GPUInternals.level", _H100.internals.level),
+    ("TPUInternals.implied_clock_hz", hardware.get("tpu-v5e").internals.implied_clock_hz),
+    ("Breakdown.scaled", Breakdown({"a": 1.0, "b": 2.0}).scaled),
+    ("ParallelPlan.n_microbatches", ParallelPlan(dp=2, micro_batch=2).n_microbatches),
+    ("ParallelPlan.with_changes", ParallelPlan(dp=2).with_changes),
+    ("TransformerConfig.with_changes", models.get("llama3-8b").with_changes),
+]
+CALLABLES = dict(_public_callables() + _BOUND)
+
+# ---- argument strategies -------------------------------------------------------------------------
+_TINY = models.TransformerConfig(L=2, D=64, F=128, N=4, K=2, H=16, V=100)
+_MOE = models.TransformerConfig(L=2, D=64, F=128, N=4, K=4, H=16, V=100, E=4, k=2)
+_MODEL_NAMES = list(models.names())
+_CHIPS = list(hardware.names())
+_CLUSTERS = list(hardware.cluster_names())
+_RUNS = list(published.names())
+_NAMES = _MODEL_NAMES + _CHIPS + _CLUSTERS + _RUNS + ["tpu-v5e-4x8", "bogus", ""]
+
+BAD = st.sampled_from([
+    0, -1, -7, 2, 3, 7, 8, 64, 4096, 2**31, 2**53 + 1, 2**63, 10**400, -10**400,
+    0.0, -0.0, 0.5, 2.5, 4096.5, 1e-300, 1e308, math.nan, math.inf, -math.inf,
+    True, False, None, 1 + 2j, np.complex128(3), "", "8", "abc", b"8",
+    "h100", "llama3-8b", "dgx-h100", "bf16",
+    np.int64(8), np.int32(4), np.uint8(3), np.float64(2.5), np.float32(16.0), np.bool_(True),
+    np.array([1, 2, 4]), np.array([0.5, 2.0]), np.array([]), [1, 2], (4, 4), {"a": 1}, object(),
+])
+NUMBER = st.one_of(st.integers(-3, 10**6), st.floats(allow_nan=True, allow_infinity=True),
+                   st.sampled_from([1, 2, 4, 8, 16, 128, 2048, 4096, 1e9, 1e12]))
+
+_BY_NAME = {
+    "cfg": st.sampled_from(_MODEL_NAMES + [_TINY, _MOE]),
+    "model": st.sampled_from([_TINY, _MOE, models.get("llama3-8b")]),
+    "accelerator": st.sampled_from(_CHIPS + [_H100]),
+    "cluster": st.sampled_from([hardware.cluster("h100", 16), hardware.cluster("tpu-v5e", 64),
+                                "dgx-h100"]),
+    "plan": st.sampled_from([ParallelPlan(), ParallelPlan(dp=2, tp=2), ParallelPlan(tp=7),
+                             ParallelPlan(pp=4, dp=2), ParallelPlan(dp=4, ep=4, zero=3)]),
+    "memory": st.sampled_from([Breakdown({"parameters": 1e9, "activations": 2e9})]),
+    "dtype": st.sampled_from(["bf16", "fp8", "fp32", "int4", "float16", "fp7"]),
+    "kv_dtype": st.sampled_from(["bf16", "fp8", None]),
+    "weight_dtype": st.sampled_from(["bf16", "int8", None]),
+    "topology": st.sampled_from(list(hardware.TOPOLOGIES) + ["mesh"]),
+    "collective": st.sampled_from(list(collectives.KINDS) + ["psum", "all_reduce", "bogus"]),
+    "kind": st.sampled_from(list(collectives.KINDS) + ["gpu", "tpu"]),
+    "recompute": st.sampled_from(["none", "selective", "full", "half"]),
+    "schedule": st.sampled_from(list(parallelism.SCHEDULES) + ["zb"]),
+    "name": st.sampled_from(_NAMES),
+    "run": st.sampled_from(_RUNS + [published.get(_RUNS[0])]),
+    "estimate": st.sampled_from(list(published.TIME_ESTIMATES)),
+    "shape": st.sampled_from([(4, 4), (16, 16), (4, 4, 8), (2, 2, 4), (8, 16), (0, 4)]),
+    "wrap": st.sampled_from([None, (True, True), (False, True)]),
+    "spec": st.sampled_from(["bd,df->bf", "btnh,bsnh->bnts", "ab->", "bd,df"]),
+    "groups": st.sampled_from([(4, 2), (8,), (8, 4, 2), (0, 2)]),
+    "parts": st.sampled_from([{"a": 1.0, "b": 2}, {}]),
+    "mla": st.sampled_from([None, models.MLA(0, 16, 16, 8, 16)]),
+    "norm": st.sampled_from(list(models.NORMS)),
+    "n_params": st.sampled_from([8e9, 70e9, 1, 1e9]),
+    "flops": st.sampled_from([1e12, 3.8e25, 0.0]),
+    "nbytes": st.sampled_from([1e6, 1e9, 0.0]),
+    "bytes_per_s": st.sampled_from([50e9, 450e9]),
+    "mfu": st.sampled_from([0.4, 0.55, 1.0]),
+    "every": st.sampled_from([1, 2, 4]),
+}
+_COUNT_NAMES = {"B", "T", "S", "n", "n_devices", "dp", "tp", "pp", "cp", "ep", "L", "D", "F",
+                "N", "K", "H", "V", "E", "k", "micro_batch", "virtual_stages", "n_microbatches",
+                "global_batch", "batch", "ndim", "n_tiles", "n_units", "dim", "multiple", "gen",
+                "lanes", "zero", "digits"}
+COUNT = st.sampled_from([1, 2, 4, 8, 16, 64, 128, 2048, 4096])
+
+
+def _strategy(name: str):
+    """Valid values for a parameter called ``name`` (when known), mixed with bad ones."""
+    valid = _BY_NAME.get(name)
+    if valid is None and name in _COUNT_NAMES:
+        valid = COUNT
+    if valid is None:
+        valid = NUMBER
+    return st.one_of(valid, valid, BAD)
+
+
+def _draw_call(data, fn):
+    """Draw positional and keyword arguments for ``fn`` from its signature."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return (), {}
+    args, kwargs = [], {}
+    for p in sig.parameters.values():
+        if p.kind is p.VAR_POSITIONAL:
+            args += data.draw(st.lists(_strategy(p.name), max_size=3), label=f"*{p.name}")
+        elif p.kind is p.VAR_KEYWORD:
+            if data.draw(st.booleans(), label=f"**{p.name}?"):
+                key = data.draw(st.sampled_from(["devices_per_node", "topology", "L", "tp",
+                                                 "shape", "wraparound", "bogus"]))
+                kwargs[key] = data.draw(_strategy(key), label=key)
+        elif p.default is p.empty or data.draw(st.booleans(), label=f"{p.name}?"):
+            value = data.draw(_strategy(p.name), label=p.name)
+            if p.kind is p.KEYWORD_ONLY:
+                kwargs[p.name] = value
+            elif p.kind is p.POSITIONAL_ONLY or not kwargs:
+                args.append(value)
+            else:
+                kwargs[p.name] = value
+        elif p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            # a skipped optional positional: later ones must go by keyword
+            kwargs.setdefault("__skip__", True)
+    kwargs.pop("__skip__", None)
+    return tuple(args), kwargs
+
+
+class Hang(Exception):
+    """Raised by the SIGALRM guard."""
+
+
+def _alarm(signum, frame):
+    raise Hang(f"call did not return within {ALARM} s")
+
+
+def _numbers(result):
+    """Every float-like leaf of a result (for the NaN check)."""
+    if isinstance(result, Mapping):
+        for v in result.values():
+            yield from _numbers(v)
+    elif isinstance(result, (tuple, list)):
+        for v in result:
+            yield from _numbers(v)
+    elif isinstance(result, (float, np.floating, np.ndarray)) and not isinstance(result, bool):
+        arr = np.asarray(result)
+        if arr.dtype.kind == "f":
+            yield arr
+
+
+@pytest.mark.parametrize("qualname", sorted(CALLABLES))
+@settings(max_examples=MAX_EXAMPLES, derandomize=True, deadline=None, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_any_input_returns_or_raises_value_error(qualname, data):
+    if qualname in XFAIL_COLLECTIVES:
+        pytest.xfail("collectives input checks: fixed on the Ch 4 branch")
+    fn = CALLABLES[qualname]
+    args, kwargs = _draw_call(data, fn)
+    old = signal.signal(signal.SIGALRM, _alarm)
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/statm") as f:  # Linux: current address space, in pages
+        in_use = int(f.read().split()[0]) * resource.getpagesize()
+    cap = in_use + MEMORY_LIMIT
+    resource.setrlimit(resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY
+                                            else min(cap, hard), hard))
+    signal.alarm(ALARM)
+    start = time.perf_counter()
+    try:
+        with np.errstate(all="ignore"):
+            result = fn(*args, **kwargs)
+    except ValueError as e:
+        assert str(e).strip(), f"{qualname}: ValueError without a message"
+        result = None
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    elapsed = time.perf_counter() - start
+    assert elapsed < TIME_LIMIT, f"{qualname} took {elapsed:.2f} s"
+    for arr in _numbers(result):
+        assert not np.any(np.isnan(arr)), f"{qualname} returned NaN"
+
+
+def test_every_module_is_fuzzed():
+    """The introspection finds the public API (a guard against an empty parametrisation)."""
+    modules = {q.rsplit(".", 1)[0] for q in CALLABLES}
+    for mod in ("scaling_lib.units", "scaling_lib.roofline", "scaling_lib.transformer",
+                "scaling_lib.memory", "scaling_lib.inference", "scaling_lib.collectives",
+                "scaling_lib.models", "scaling_lib.published", "scaling_lib.hardware.clusters",
+                "scaling_lib.parallelism.plan"):
+        assert mod in modules, mod
+    assert len(CALLABLES) > 60
