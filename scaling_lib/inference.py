@@ -20,7 +20,7 @@ import numpy as np
 
 from . import hardware, models, roofline, transformer
 from .breakdown import Breakdown
-from .units import check_positive, dtype_bytes, scalar_or_array as _out
+from .units import check_count, check_positive, dtype_bytes, scalar_or_array as _out
 
 
 def _cfg(cfg) -> models.TransformerConfig:
@@ -53,7 +53,7 @@ def weight_read_time(n_params, accelerator, n_devices=1, dtype="bf16"):
     15.3
     """
     acc = hardware.get(accelerator)
-    n = check_positive("n_devices", n_devices)
+    n = check_count("n_devices", n_devices)
     nbytes = check_positive("n_params", n_params) * dtype_bytes(dtype)
     return roofline.t_comms(nbytes / n, acc.hbm_bytes_per_s)
 
@@ -71,8 +71,8 @@ def decode_flops(cfg, B, S) -> Breakdown:
     (139, 21)
     """
     c = _cfg(cfg)
-    B = check_positive("B", B)
-    S = check_positive("S", S)
+    B = check_count("B", B, sweep=True)
+    S = check_count("S", S, sweep=True)
     weights = transformer.flops_per_token(c, 1.0, training=False, include_attention=False)
     attention = np.asarray(transformer.flops_per_token(c, S, training=False)) - weights
     return Breakdown({"weights": _out(B * weights), "attention": _out(B * attention)},
@@ -114,7 +114,7 @@ def decode_step_time(cfg, B, S, accelerator, n_devices=1, dtype="bf16", kv_dtype
     5.29
     """
     acc = hardware.get(accelerator)
-    n = check_positive("n_devices", n_devices)
+    n = check_count("n_devices", n_devices)
     t_math = roofline.t_math(decode_flops(cfg, B, S).total, n * acc.peak_flops_per_s(dtype))
     t_mem = roofline.t_comms(decode_bytes(cfg, B, S, dtype, kv_dtype).total,
                              n * acc.hbm_bytes_per_s)
@@ -132,7 +132,7 @@ def max_cached_tokens(cfg, accelerator, n_devices=1, dtype="bf16", kv_dtype=None
     """
     c = _cfg(cfg)
     acc = hardware.get(accelerator)
-    n = check_positive("n_devices", n_devices)
+    n = check_count("n_devices", n_devices)
     free = n * acc.hbm_bytes - transformer.n_params(c) * dtype_bytes(dtype)
     per_token = transformer.kv_cache_bytes(c, 1, 1, kv_dtype or dtype)
     return _out(np.maximum(free, 0.0) / per_token)

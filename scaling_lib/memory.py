@@ -30,7 +30,8 @@ from .breakdown import Breakdown
 from .parallelism.plan import ParallelPlan
 from .transformer import (_attention_biases, _attention_weights, _layer_norms, _mlp_biases,
                           _mlp_weights, _norm_params)
-from .units import check_positive, dtype_bytes, fmt_bytes, scalar_or_array as _out
+from .units import (_brief, check_choice, check_count, check_positive, divisors, dtype_bytes,
+                    fmt_bytes, scalar_or_array as _out)
 
 # Bytes per parameter: (weights, gradients, fp32 master copy, each optimizer state).
 RECIPES: dict[str, tuple[float, float, float, float]] = {
@@ -48,10 +49,8 @@ OPTIMIZERS: dict[str, int] = {"adam": 2, "adamw": 2, "lion": 1, "momentum": 1, "
 
 
 def _recipe(recipe: str, optimizer: str) -> tuple[float, float, float]:
-    if recipe not in RECIPES:
-        raise ValueError(f"recipe={recipe!r}; valid choices: {', '.join(RECIPES)}")
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer={optimizer!r}; valid choices: {', '.join(OPTIMIZERS)}")
+    check_choice("recipe", recipe, RECIPES)
+    check_choice("optimizer", optimizer, OPTIMIZERS)
     p, g, master, state = RECIPES[recipe]
     return p, g, master + OPTIMIZERS[optimizer] * state
 
@@ -70,8 +69,7 @@ def bytes_per_param(recipe: str = "mixed", optimizer: str = "adam") -> Breakdown
 
 
 def _check_zero(zero):
-    if zero not in (0, 1, 2, 3) or isinstance(zero, bool):
-        raise ValueError(f"zero={zero!r} is not a ZeRO stage; valid choices: 0, 1, 2, 3")
+    check_choice("zero", zero, (0, 1, 2, 3))
 
 
 def model_state_bytes(n_params, dp=1, zero: int = 0, *, recipe: str = "mixed",
@@ -87,7 +85,7 @@ def model_state_bytes(n_params, dp=1, zero: int = 0, *, recipe: str = "mixed",
     """
     _check_zero(zero)
     n = check_positive("n_params", n_params)
-    nd = check_positive("dp", dp)
+    nd = check_count("dp", dp)
     p, g, o = _recipe(recipe, optimizer)
     n = n * np.ones(np.broadcast(n, nd).shape)  # every part has the broadcast shape
     return Breakdown(parameters=_out(p * n / (nd if zero >= 3 else 1)),
@@ -106,8 +104,9 @@ def max_trainable_params(accelerator, dp=1, zero: int = 0, *, recipe: str = "mix
     >>> max_trainable_params("h100")
     5000000000.0
     """
-    hbm = accelerator if isinstance(accelerator, (int, float, np.ndarray)) \
-        else hardware.get(accelerator).hbm_bytes
+    hbm = accelerator if isinstance(accelerator, (int, float, np.integer, np.floating,
+                                                  np.ndarray)) \
+        and not isinstance(accelerator, (bool, np.bool_)) else hardware.get(accelerator).hbm_bytes
     hbm = check_positive("hbm_bytes", hbm)
     reserve = check_positive("reserve_bytes", reserve_bytes, allow_zero=True)
     per_param = model_state_bytes(1.0, dp, zero, recipe=recipe, optimizer=optimizer).total
@@ -115,11 +114,34 @@ def max_trainable_params(accelerator, dp=1, zero: int = 0, *, recipe: str = "mix
 
 
 # ---- activations --------------------------------------------------------------------------------
-def _check_tp(cfg, tp):
-    t = np.asarray(tp)
-    if np.any((t < 1) | (t != np.round(t))) or np.any(cfg.N % t.astype(int) != 0):
-        ok = [d for d in range(1, cfg.N + 1) if cfg.N % d == 0]
-        raise ValueError(f"tp={tp!r} must divide N={cfg.N} query heads; choose tp in {ok}")
+def tp_choices(cfg) -> list[int]:
+    """Tensor-parallel degrees ``cfg`` can be split over.
+
+    tp must divide the N query heads and the MLP width F (and each expert's F_e), and either
+    divide the K kv heads or be a multiple of K (then each kv head is replicated on tp/K ranks,
+    as Megatron-LM does). The vocabulary is left out: frameworks pad it to a multiple of tp.
+
+    >>> tp_choices("llama3-8b")
+    [1, 2, 4, 8, 16, 32]
+    >>> tp_choices(models.TransformerConfig(L=1, D=64, F=96, N=12, K=4, H=16, V=100))
+    [1, 2, 4, 12]
+    """
+    c = models.get(cfg)
+    return [t for t in divisors(c.N) if (c.K % t == 0 or t % c.K == 0)
+            and c.F % t == 0 and c.F_e % t == 0]
+
+
+def _check_tp(cfg, tp, heads_phrase="must divide"):
+    t = np.asarray(check_count("tp", tp))
+    ok = tp_choices(cfg)
+    bad = [int(x) for x in np.unique(t) if int(x) not in ok]
+    if bad:
+        x, c = bad[0], cfg
+        why = (f"{heads_phrase} N={c.N} query heads" if c.N % x else
+               f"does not divide K={c.K} kv heads (nor is it a multiple of K, which would "
+               "replicate them)" if c.K % x and x % c.K else
+               f"does not divide the MLP width F={c.F}" + (f" / F_e={c.F_e}" if c.is_moe else ""))
+        raise ValueError(f"tp={x} {why}; choose tp in {ok}")
     return t.astype(float)
 
 
@@ -169,12 +191,13 @@ def activation_breakdown(cfg, B, T, recompute: str = "none", tp=1, sequence_para
     0.7017543859649122
     """
     c = models.get(cfg)
-    if recompute not in ("none", "selective", "full"):
-        raise ValueError(f"recompute={recompute!r}; valid choices: none, selective, full")
-    B = check_positive("B", B)
-    T = check_positive("T", T)
-    cp = check_positive("cp", cp)
+    check_choice("recompute", recompute, ("none", "selective", "full"))
+    B = check_count("B", B, sweep=True)
+    T = check_count("T", T, sweep=True)
+    cp = check_count("cp", cp)
     t = _check_tp(c, tp)
+    _check_flag("sequence_parallel", sequence_parallel)
+    _check_flag("flash_attention", flash_attention)
     a = dtype_bytes(dtype)
     tokens = B * T / cp
     layers = [(c.L - c.n_moe_layers, False), (c.n_moe_layers, True)]
@@ -231,8 +254,8 @@ def checkpointed_activation_bytes(cfg, B, T, every, *, tp=1, sequence_parallel=F
     [2.7, 6.8, 52.6]
     """
     c = models.get(cfg)
-    every = check_positive("every", every)
-    if np.any((every != np.round(every)) | (every > c.L)):
+    every = check_count("every", every)
+    if np.any(every > c.L):
         raise ValueError(f"every={every!r} must be an integer number of layers in 1..L={c.L}")
     ck = activation_bytes(c, B, T, "full", tp, sequence_parallel, dtype=dtype)
     layer = activation_bytes(c, B, T, "none", tp, sequence_parallel,
@@ -241,6 +264,16 @@ def checkpointed_activation_bytes(cfg, B, T, every, *, tp=1, sequence_parallel=F
 
 
 # ---- one device of a parallel plan --------------------------------------------------------------
+def _check_plan(plan):
+    if not isinstance(plan, ParallelPlan):
+        raise ValueError(f"plan={_brief(plan)} must be a ParallelPlan")
+
+
+def _check_flag(name, value):
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name}={_brief(value)} must be True or False")
+
+
 def _first_stage_params(c, plan: ParallelPlan) -> tuple[float, float, int, int]:
     """(non-expert params, expert params) on one device of the first pipeline stage, before
     ZeRO; and that stage's (dense layers, MoE layers)."""
@@ -269,7 +302,8 @@ def in_flight_microbatches(plan: ParallelPlan, n_microbatches):
     >>> in_flight_microbatches(ParallelPlan(pp=4), 16)
     4.0
     """
-    m = check_positive("n_microbatches", n_microbatches)
+    _check_plan(plan)
+    m = check_count("n_microbatches", n_microbatches)
     p, v = plan.pp, plan.virtual_stages
     if p == 1:
         return _out(np.ones_like(m))
@@ -306,23 +340,21 @@ def training_memory(cfg, plan: ParallelPlan | None = None, B=None, T=2048, *,
     """
     c = models.get(cfg)
     plan = ParallelPlan() if plan is None else plan
-    if not isinstance(plan, ParallelPlan):
-        raise ValueError(f"plan must be a ParallelPlan, got {plan!r}")
+    _check_plan(plan)
     if B is None:
         B = plan.dp * plan.micro_batch
     n_micro = plan.n_microbatches(B)
-    if c.N % plan.tp:
-        ok = [d for d in range(1, c.N + 1) if c.N % d == 0]
-        raise ValueError(f"tp={plan.tp} does not divide N={c.N} query heads; choose tp in {ok}")
+    _check_tp(c, plan.tp, "does not divide")
+    _check_flag("flash_attention", flash_attention)
     if plan.pp > c.L:
         raise ValueError(f"pp={plan.pp} stages exceed L={c.L} layers; choose pp <= {c.L}")
     if c.is_moe and c.E % plan.ep:
-        ok = [d for d in range(1, c.E + 1) if c.E % d == 0]
+        ok = divisors(c.E)
         raise ValueError(f"ep={plan.ep} does not divide E={c.E} experts; choose ep in {ok}")
     if not c.is_moe and plan.ep != 1:
         raise ValueError(f"ep={plan.ep} needs a mixture-of-experts model; {c.name or 'cfg'} "
                          "is dense (E=1): use ep=1")
-    T = check_positive("T", T)
+    T = check_count("T", T, sweep=True)
     p_b, g_b, o_b = _recipe(recipe, optimizer)
     dense, experts, n_dense, n_moe = _first_stage_params(c, plan)
     S = plan.zero_group
@@ -362,6 +394,9 @@ def check_fit(memory: Breakdown, accelerator, *, reserve_bytes=0.0) -> tuple[boo
     >>> ok, why.split(";")[0]
     (False, '183 GB needed > 80 GB of HBM on h100')
     """
+    if not isinstance(memory, Breakdown):
+        raise ValueError(f"memory={_brief(memory)} must be a Breakdown of bytes "
+                         "(training_memory(...) returns one)")
     acc = hardware.get(accelerator)
     reserve = check_positive("reserve_bytes", reserve_bytes, allow_zero=True)
     total = float(np.max(memory.total))

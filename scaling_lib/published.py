@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import hardware, models, transformer
-from .units import DAY, check_positive
+from .units import DAY, _brief, check_choice, check_count, check_fraction, check_positive
 
 CONVENTIONS = ("none", "full")
 
@@ -60,10 +60,20 @@ class TrainingRun:
     notes: str = ""
 
     def __post_init__(self):
-        if self.flops_convention not in CONVENTIONS:
-            raise ValueError(f"flops_convention={self.flops_convention!r}; valid choices: "
-                             f"{', '.join(CONVENTIONS)}")
+        check_choice("flops_convention", self.flops_convention, CONVENTIONS)
+        if not isinstance(self.model, models.TransformerConfig):
+            raise ValueError(f"model={_brief(self.model)} must be a TransformerConfig")
+        if not isinstance(self.accelerator, str):
+            raise ValueError(f"accelerator={_brief(self.accelerator)} must be a preset name")
         hardware.get(self.accelerator)  # unknown names raise, listing the known ones
+        for name in ("n_devices", "T", "global_batch", "tp", "pp", "cp", "dp"):
+            check_count(name, getattr(self, name))
+        for name in ("step_time", "tokens_per_s", "flops_per_s_per_device", "n_params"):
+            if getattr(self, name) is not None:
+                check_positive(name, getattr(self, name))
+        for name in ("mfu", "mfu_no_attention", "hfu"):
+            if getattr(self, name) is not None:
+                check_fraction(name, getattr(self, name))
 
     @property
     def tokens_per_step(self) -> int:
@@ -227,8 +237,8 @@ def get(name) -> TrainingRun:
     """
     if isinstance(name, TrainingRun):
         return name
-    if name not in RUNS:
-        raise ValueError(f"unknown run {name!r}; known: {', '.join(RUNS)}")
+    if not isinstance(name, str) or name not in RUNS:
+        raise ValueError(f"unknown run {_brief(name)}; known: {', '.join(RUNS)}")
     return RUNS[name]
 
 
@@ -341,6 +351,9 @@ def estimated_days(estimate: TimeEstimate) -> float:
     >>> [round(estimated_days(e)) for e in TIME_ESTIMATES]
     [34, 84]
     """
+    if not isinstance(estimate, TimeEstimate):
+        raise ValueError(f"estimate={_brief(estimate)} must be a TimeEstimate (see "
+                         "TIME_ESTIMATES)")
     e = estimate
     flops = 8.0 * check_positive("n_params", e.n_params) * check_positive("n_tokens", e.n_tokens)
     peak = hardware.get(e.accelerator).peak_flops_per_s("bf16")

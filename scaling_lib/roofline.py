@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import hardware
-from .units import check_positive, dtype_bytes, scalar_or_array as _out
+from .units import check_count, check_positive, dtype_bytes, scalar_or_array as _out
 
 
 def arithmetic_intensity(flops, nbytes):
@@ -182,7 +182,7 @@ def sharded_matmul_times(B, D, F, n, accelerator, *, link_bytes_per_s=None, dtyp
     True
     """
     acc = hardware.get(accelerator)
-    n = check_positive("n", n)
+    n = check_count("n", n)
     bw = acc.link_bytes_per_s if link_bytes_per_s is None else link_bytes_per_s
     bw = check_positive("link_bytes_per_s", bw)
     tm = matmul_flops(B, D, F) / n / acc.peak_flops_per_s(dtype)
@@ -200,7 +200,7 @@ def network_critical_dim(accelerator, n=2, *, link_bytes_per_s=None, dtype="bf16
     8756
     """
     acc = hardware.get(accelerator)
-    n = check_positive("n", n)
+    n = check_count("n", n)
     bw = acc.link_bytes_per_s if link_bytes_per_s is None else link_bytes_per_s
     bw = check_positive("link_bytes_per_s", bw)
     return (n - 1) * dtype_bytes(dtype) * acc.peak_flops_per_s(dtype) / bw

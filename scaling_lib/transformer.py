@@ -19,7 +19,8 @@ import numpy as np
 
 from . import hardware, models
 from .breakdown import Breakdown
-from .units import check_positive, dtype_bytes, scalar_or_array as _out
+from .units import (_brief, check_choice, check_count, check_fraction, check_positive,
+                    dtype_bytes, scalar_or_array as _out)
 
 RECOMPUTE = ("none", "selective", "full")
 
@@ -42,8 +43,13 @@ def einsum_flops(spec: str, *shapes) -> float:
     >>> einsum_flops("btnh,bsnh->bnts", q, k) == 2 * 2048**2 * 32 * 128
     True
     """
-    if "->" not in spec:
-        raise ValueError(f"spec={spec!r} must be explicit, like 'bd,df->bf'")
+    if not isinstance(spec, str) or "->" not in spec:
+        raise ValueError(f"spec={_brief(spec)} must be explicit, like 'bd,df->bf'")
+    for shape in shapes:
+        if isinstance(shape, (str, bytes)) or not isinstance(shape, (tuple, list)):
+            raise ValueError(f"shape {_brief(shape)} must be a tuple of sizes, e.g. (4, 8)")
+        for n in shape:
+            check_count("size", n)
     inputs, output = spec.replace(" ", "").split("->")
     operands = inputs.split(",")
     if len(operands) != len(shapes):
@@ -206,8 +212,8 @@ def forward_flops(cfg, B, T, *, include_attention: bool = True, causal: bool = F
     15.01
     """
     c = _cfg(cfg)
-    B = check_positive("B", B)
-    T = check_positive("T", T)
+    B = check_count("B", B, sweep=True)
+    T = check_count("T", T, sweep=True)
     layers, head = _matmul_weights_per_token(c)
     per_token = 2.0 * (layers + head)
     if include_attention:
@@ -228,14 +234,13 @@ def train_flops(cfg, B, T, *, include_attention: bool = True, causal: bool = Fal
     >>> train_flops("llama3-8b", 1, 4096) / forward_flops("llama3-8b", 1, 4096)
     3.0
     """
-    if recompute not in RECOMPUTE:
-        raise ValueError(f"recompute={recompute!r}; valid choices: {', '.join(RECOMPUTE)}")
+    check_choice("recompute", recompute, RECOMPUTE)
     c = _cfg(cfg)
     total = 3.0 * np.asarray(forward_flops(c, B, T, include_attention=include_attention,
                                            causal=causal))
     if recompute != "none":
-        B = check_positive("B", B)
-        T = check_positive("T", T)
+        B = check_count("B", B, sweep=True)
+        T = check_count("T", T, sweep=True)
         attn = c.L * _attention_core_flops_per_token(c, T, causal) if include_attention else 0.0
         if recompute == "full":
             layers, _ = _matmul_weights_per_token(c)
@@ -259,7 +264,7 @@ def flops_per_token(cfg, T, training: bool = True, include_attention: bool = Tru
                         recompute=recompute)
     else:
         f = forward_flops(cfg, 1, T, include_attention=include_attention, causal=causal)
-    return _out(np.asarray(f) / check_positive("T", T))
+    return _out(np.asarray(f) / check_count("T", T, sweep=True))
 
 
 def six_n_flops(n_params, n_tokens):
@@ -286,9 +291,7 @@ def attention_crossover_T(cfg, against: str = "dense", *, causal: bool = False):
     >>> attention_crossover_T(c, "projections"), attention_crossover_T(c, "dense")
     (2048.0, 8192.0)
     """
-    choices = ("projections", "mlp", "dense")
-    if against not in choices:
-        raise ValueError(f"against={against!r}; valid choices: {', '.join(choices)}")
+    check_choice("against", against, ("projections", "mlp", "dense"))
     c = _cfg(cfg)
     layers, _ = _matmul_weights_per_token(c)
     proj = c.L * _attention_weights(c)
@@ -302,16 +305,23 @@ def kv_cache_bytes(cfg, B, S, dtype="bf16"):
 
     2 · L · K · H bytes-per-element per token (a key and a value per kv head and layer); with
     MLA the cache holds the latent and the shared RoPE key: L · (kv_lora_rank + rope dim).
-    Llama 3 8B in bf16: 2·32·8·128·2 = 131,072 bytes (128 KiB) per token.
+    Llama 3 8B in bf16: 2·32·8·128·2 = 131,072 bytes (128 KiB) per token. With a
+    ``sliding_window`` W (Mistral 7B) each layer keeps only the last W tokens: min(S, W) of them.
 
     >>> kv_cache_bytes("llama3-8b", 1, 1)
     131072.0
+    >>> mistral = models.get("llama3-8b").with_changes(V=32000, sliding_window=4096)
+    >>> kv_cache_bytes(mistral, 1, 32768) / kv_cache_bytes(mistral.with_changes(
+    ...     sliding_window=None), 1, 32768)
+    0.125
     >>> kv_cache_bytes("llama3-70b", 1, 8192) / 2**30  # GiB for one 8K context
     2.5
     """
     c = _cfg(cfg)
-    B = check_positive("B", B)
-    S = check_positive("S", S, allow_zero=True)
+    B = check_count("B", B, sweep=True)
+    S = check_count("S", S, minimum=0, sweep=True)
+    if c.sliding_window is not None:
+        S = np.minimum(S, c.sliding_window)
     if c.mla is None:
         per_token = 2 * c.L * c.K * c.H
     else:
@@ -319,19 +329,31 @@ def kv_cache_bytes(cfg, B, S, dtype="bf16"):
     return _out(B * S * per_token * dtype_bytes(dtype))
 
 
-def _utilization(flops_per_tok, tokens_per_s, n_devices, accelerator, dtype):
+def _utilization(flops_per_tok, tokens_per_s, n_devices, accelerator, dtype, what="MFU",
+                 allow_above_peak=False):
     acc = hardware.get(accelerator)
-    tokens_per_s = check_positive("tokens_per_s", tokens_per_s)
-    n_devices = check_positive("n_devices", n_devices)
-    return flops_per_tok * tokens_per_s / (n_devices * acc.peak_flops_per_s(dtype))
+    tps = check_positive("tokens_per_s", tokens_per_s)
+    n = check_count("n_devices", n_devices)
+    u = flops_per_tok * tps / (n * acc.peak_flops_per_s(dtype))
+    # Above 1 the devices would beat their own peak: the inputs are wrong (tokens/s of the
+    # whole job vs per device, a percentage, the wrong chip or dtype). Rounding is tolerated.
+    if not allow_above_peak and np.any(np.asarray(u) > 1 + 1e-9):
+        raise ValueError(f"{what}={float(np.max(u)):.4g} > 1: tokens_per_s="
+                         f"{_brief(tokens_per_s)} on n_devices={_brief(n_devices)} x {acc.name} "
+                         f"would beat the {dtype} peak; check tokens_per_s (the whole job's), "
+                         "n_devices, accelerator and dtype")
+    return u
 
 
-def mfu(cfg, tokens_per_s, n_devices, accelerator, T, dtype="bf16", *, causal: bool = False):
+def mfu(cfg, tokens_per_s, n_devices, accelerator, T, dtype="bf16", *, causal: bool = False,
+        allow_above_peak: bool = False):
     """Model FLOPs utilisation: the FLOPs the model needs per second over the peak.
 
     MFU = flops_per_token(T) · tokens_per_s / (n_devices · C), with the model FLOPs of
     :func:`train_flops` (attention included, no recomputation), as defined in PaLM
-    (Chowdhery et al. 2022, appendix B). A fraction in [0, 1] for any achievable throughput.
+    (Chowdhery et al. 2022, appendix B). A fraction in [0, 1] for any achievable throughput:
+    inputs that give more than 1 (faster than peak) raise ValueError, unless
+    ``allow_above_peak`` (for plotting sweeps that cross the peak).
 
     Args: tokens_per_s (training throughput of the whole job), n_devices, accelerator (name or
     Accelerator), T (sequence length), dtype (which peak C to use).
@@ -340,15 +362,17 @@ def mfu(cfg, tokens_per_s, n_devices, accelerator, T, dtype="bf16", *, causal: b
     0.462
     """
     f = flops_per_token(cfg, T, training=True, include_attention=True, causal=causal)
-    return _out(_utilization(f, tokens_per_s, n_devices, accelerator, dtype))
+    return _out(_utilization(f, tokens_per_s, n_devices, accelerator, dtype, "MFU",
+                             allow_above_peak))
 
 
 def hfu(cfg, tokens_per_s, n_devices, accelerator, T, dtype="bf16", *,
-        recompute: str = "full", causal: bool = False):
+        recompute: str = "full", causal: bool = False, allow_above_peak: bool = False):
     """Hardware FLOPs utilisation: like :func:`mfu`, but counting recomputed FLOPs too.
 
     With full recomputation each layer's forward runs twice, so HFU ≈ 4/3 · MFU;
-    with selective recomputation only attention's QKᵀ and AV are repeated.
+    with selective recomputation only attention's QKᵀ and AV are repeated. Above 1 raises
+    ValueError unless ``allow_above_peak``, as in :func:`mfu`.
 
     >>> m = mfu("llama3-8b", 1e6, 128, "h100", 8192)
     >>> round(hfu("llama3-8b", 1e6, 128, "h100", 8192) / m, 3)
@@ -356,7 +380,8 @@ def hfu(cfg, tokens_per_s, n_devices, accelerator, T, dtype="bf16", *,
     """
     f = flops_per_token(cfg, T, training=True, include_attention=True, causal=causal,
                         recompute=recompute)
-    return _out(_utilization(f, tokens_per_s, n_devices, accelerator, dtype))
+    return _out(_utilization(f, tokens_per_s, n_devices, accelerator, dtype, "HFU",
+                             allow_above_peak))
 
 
 def train_time(flops, n_devices, accelerator, mfu, dtype="bf16"):
@@ -369,10 +394,8 @@ def train_time(flops, n_devices, accelerator, mfu, dtype="bf16"):
     """
     acc = hardware.get(accelerator)
     flops = check_positive("flops", flops, allow_zero=True)
-    n_devices = check_positive("n_devices", n_devices)
-    u = check_positive("mfu", mfu)
-    if np.any(np.asarray(u) > 1):
-        raise ValueError(f"mfu={mfu!r} is a fraction of peak and must be in (0, 1]")
+    n_devices = check_count("n_devices", n_devices)
+    u = check_fraction("mfu", mfu)
     return _out(flops / (n_devices * acc.peak_flops_per_s(dtype) * u))
 
 
@@ -386,7 +409,7 @@ def breakdown_flops_per_token(cfg, T, *, training: bool = True,
     True
     """
     c = _cfg(cfg)
-    T = check_positive("T", T)
+    T = check_count("T", T, sweep=True)
     mult = 6.0 if training else 2.0
     n_dense = c.L - c.n_moe_layers
     parts = {"attention projections": mult * c.L * _attention_weights(c),

@@ -189,7 +189,8 @@ def check_real(name: str, value):
     return _result(arr)
 
 
-def check_count(name: str, value, *, minimum: int = 1, maximum: int = MAX_COUNT):
+def check_count(name: str, value, *, minimum: int = 1, maximum: int = MAX_COUNT,
+                sweep: bool = False):
     """Raise ValueError unless every element of ``value`` is a whole number in [minimum, maximum].
 
     For counts (sequences, tokens, devices, layers, degrees of parallelism): accepts Python and
@@ -197,6 +198,9 @@ def check_count(name: str, value, *, minimum: int = 1, maximum: int = MAX_COUNT)
     numbers, fractions (``dp=0.5``), NaN and infinities, and values above ``maximum`` (2**53 by
     default: beyond it floats skip integers). Returns a float or a float array, ready for
     arithmetic (use :func:`check_int` for an exact Python int).
+
+    ``sweep=True`` lets an *array* hold non-integral values (a figure sweeping T or S over a
+    geometric grid treats them as continuous); a single value must still be whole.
 
     >>> check_count("T", 4096)
     4096.0
@@ -210,7 +214,8 @@ def check_count(name: str, value, *, minimum: int = 1, maximum: int = MAX_COUNT)
         raise ValueError(f"{name}={_short_int(value)} is too large: {name} must be <= "
                          f"{maximum:,}")
     arr = _real_array(name, value)
-    bad = ~np.isfinite(arr) | (arr != np.round(arr)) | (arr < minimum)
+    fractional = (arr != np.round(arr)) if not (sweep and arr.ndim) else False
+    bad = ~np.isfinite(arr) | fractional | (arr < minimum)
     if np.any(bad):
         raise ValueError(f"{name}={_shown(value, arr, bad)} is not allowed: {name} must be a "
                          f"whole number >= {minimum}")

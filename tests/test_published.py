@@ -154,8 +154,9 @@ def test_mfu_matches_transformer_mfu_and_attention_adds(name):
     assert pb.flops_per_s_per_device(r, "full") > pb.flops_per_s_per_device(r)
 
 
+# MT-NLG ran at 30% MFU in 60.1 s per step, so a step under ~18 s would beat the peak (an error)
 @settings(max_examples=50, deadline=None)
-@given(step=st.floats(min_value=1.0, max_value=1e3), name=st.sampled_from(MTNLG))
+@given(step=st.floats(min_value=20.0, max_value=1e3), name=st.sampled_from(MTNLG))
 def test_mfu_is_inversely_proportional_to_step_time(step, name):
     r = pb.get(name)
     r2 = dataclasses.replace(r, step_time=step)

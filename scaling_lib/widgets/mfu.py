@@ -75,8 +75,10 @@ def plot_mfu_vs_step_time(ax, cfg, accelerator, n_devices, global_batch, T, step
         step_times = np.geomspace(t_ideal, 20 * t_ideal, 200)
     step_times = np.asarray(step_times, dtype=float)
     tps = global_batch * T / step_times
-    m = transformer.mfu(cfg, tps, n_devices, accelerator, T)
-    h = transformer.hfu(cfg, tps, n_devices, accelerator, T, recompute=recompute)
+    # the sweep starts at the ideal step time, where HFU (and MFU, by rounding) reach 1
+    m = transformer.mfu(cfg, tps, n_devices, accelerator, T, allow_above_peak=True)
+    h = transformer.hfu(cfg, tps, n_devices, accelerator, T, recompute=recompute,
+                        allow_above_peak=True)
     ax.semilogx(step_times, m, label="MFU (model FLOPs)")
     ax.semilogx(step_times, h, "--", label=f"HFU (recompute={recompute})")
     ax.axhline(GOOD, color="gray", lw=0.8, ls=":")
@@ -84,8 +86,9 @@ def plot_mfu_vs_step_time(ax, cfg, accelerator, n_devices, global_batch, T, step
     out = None
     if mark is not None:
         tps_mark = global_batch * T / mark
-        out = (transformer.mfu(cfg, tps_mark, n_devices, accelerator, T),
-               transformer.hfu(cfg, tps_mark, n_devices, accelerator, T, recompute=recompute))
+        out = (transformer.mfu(cfg, tps_mark, n_devices, accelerator, T, allow_above_peak=True),
+               transformer.hfu(cfg, tps_mark, n_devices, accelerator, T, recompute=recompute,
+                               allow_above_peak=True))
         warn = " (faster than peak: check the inputs)" if out[0] > 1 else ""
         ax.plot([mark, mark], out, "k*", ms=10, label=f"measured {fmt_seconds(mark)}: "
                 f"MFU {fmt_percent(out[0])}, HFU {fmt_percent(out[1])}{warn}")
