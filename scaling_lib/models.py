@@ -11,9 +11,10 @@ See: Chapter 5, "Counting FLOPs and parameters".
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
-from .units import _brief, check_choice, check_int, divisors
+from .units import _brief, check_choice, check_count, check_int, check_positive, divisors
 
 NORMS = ("rmsnorm", "layernorm")
 # Largest value of any shape field (L, D, F, N, K, H, V, ...): 2**31. Far above any real model,
@@ -280,14 +281,35 @@ _HF_KEYS = {
     "V": ("vocab_size",),
 }
 _TIED_BY_DEFAULT = {"gpt2", "gpt_neo", "gemma", "gemma2", "gemma3_text", "opt", "bloom"}
+# Models whose sliding window covers only some layers (Gemma 2/3 alternate local and global
+# attention; configs with sliding_window_pattern or layer_types): the window is not stored, so
+# their KV cache is an upper bound.
+_PARTIAL_WINDOW = {"gemma2", "gemma3", "gemma3_text", "cohere2"}
 
 
-def _first(cfg: dict, keys: tuple[str, ...], what: str):
+def _first_key(cfg: dict, keys: tuple[str, ...], what: str) -> str:
     for key in keys:
         if cfg.get(key) is not None:
-            return cfg[key]
+            return key
     raise ValueError(f"config.json has none of {', '.join(repr(k) for k in keys)} (needed for "
-                     f"{what}); keys present: {', '.join(sorted(cfg)) or 'none'}")
+                     f"{what}); keys present: {', '.join(sorted(map(str, cfg))) or 'none'}")
+
+
+def _hf_int(cfg: dict, key: str, minimum: int = 1) -> int:
+    """cfg[key] as an int, or a ValueError naming the key (JSON may write 4096 as 4096.0)."""
+    value = cfg[key]
+    if isinstance(value, (list, tuple, dict, set)) or hasattr(value, "shape") and value.shape:
+        raise ValueError(f"config.json {key}={_brief(value)} must be one whole number")
+    return int(check_count(f"config.json {key}", value, minimum=minimum, maximum=MAX_DIM))
+
+
+def _hf_bool(cfg: dict, key: str, default: bool) -> bool:
+    value = cfg.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ValueError(f"config.json {key}={_brief(value)} must be true or false")
+    return value
 
 
 def from_hf_config(cfg: dict, *, name: str = "") -> TransformerConfig:
@@ -295,13 +317,21 @@ def from_hf_config(cfg: dict, *, name: str = "") -> TransformerConfig:
 
     Understands Llama-style keys (``hidden_size``, ``intermediate_size``, ``num_hidden_layers``,
     ``num_attention_heads``, ``num_key_value_heads``, ``head_dim``, ``vocab_size``,
-    ``tie_word_embeddings``, ``attention_bias``/``mlp_bias``), Mixtral-style experts
-    (``num_local_experts``, ``num_experts_per_tok``), DeepSeek-style MoE and MLA
-    (``n_routed_experts``, ``moe_intermediate_size``, ``n_shared_experts``,
-    ``first_k_dense_replace``, ``q_lora_rank``, ``kv_lora_rank``, ...) and GPT-2 names
-    (``n_embd``, ``n_layer``, ``n_head``, ``n_positions``). Missing required keys raise a
-    ValueError naming them. Not modelled: biases on only some projections (Qwen2's q/k/v biases),
-    DeepSeek's multi-token-prediction layers.
+    ``tie_word_embeddings``, ``attention_bias``/``mlp_bias``, ``sliding_window`` with Qwen's
+    ``use_sliding_window``), Mixtral-style experts (``num_local_experts``,
+    ``num_experts_per_tok``), Qwen2-MoE's shared expert (``shared_expert_intermediate_size``,
+    counted as that many ``moe_intermediate_size``-wide shared experts, as DeepSeek's are),
+    DeepSeek-style MoE and MLA (``n_routed_experts``, ``moe_intermediate_size``,
+    ``n_shared_experts``, ``first_k_dense_replace``, ``q_lora_rank``, ``kv_lora_rank``, ...) and
+    GPT-2 names (``n_embd``, ``n_layer``, ``n_head``, ``n_positions``).
+
+    The head dimension is ``head_dim`` when given (Gemma: 256 with D = 3072 and N = 16), else
+    D / N, which must then be whole. ``num_key_value_heads`` absent (or null) means multi-head
+    attention; 0 is an error. Missing or malformed keys raise a ValueError naming the key. Not
+    modelled: biases on only some projections (Qwen2's q/k/v biases), Qwen2-MoE's [D, 1]
+    shared-expert gate (D parameters per layer), a sliding window on only some layers (Gemma 2/3;
+    Qwen2 with ``max_window_layers`` < L): the window is then left out, an upper bound on the
+    KV cache), DeepSeek's multi-token-prediction layers.
 
     >>> c = from_hf_config({"hidden_size": 4096, "intermediate_size": 14336,
     ...     "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
@@ -309,48 +339,94 @@ def from_hf_config(cfg: dict, *, name: str = "") -> TransformerConfig:
     >>> c == get("llama3-8b").with_changes(name="", source="")
     True
     """
-    if not isinstance(cfg, dict):
+    if not isinstance(cfg, Mapping):
         raise ValueError(f"expected the parsed config.json as a dict, got {type(cfg).__name__}")
-    D = int(_first(cfg, _HF_KEYS["D"], "D (model width)"))
-    L = int(_first(cfg, _HF_KEYS["L"], "L (layers)"))
-    N = int(_first(cfg, _HF_KEYS["N"], "N (query heads)"))
-    V = int(_first(cfg, _HF_KEYS["V"], "V (vocabulary)"))
-    K = int(cfg.get("num_key_value_heads") or N)  # HF default: multi-head attention
-    model_type = str(cfg.get("model_type", ""))
+    if not isinstance(name, str):
+        raise ValueError(f"name={_brief(name)} must be a string")
+    cfg = dict(cfg)
+
+    def required(field: str, keys=None, what="") -> int:
+        return _hf_int(cfg, _first_key(cfg, keys or _HF_KEYS[field], what or field))
+
+    def optional(key: str, default, minimum: int = 1):
+        return default if cfg.get(key) is None else _hf_int(cfg, key, minimum)
+
+    D = required("D", what="D (model width)")
+    L = required("L", what="L (layers)")
+    N = required("N", what="N (query heads)")
+    V = required("V", what="V (vocabulary)")
+    K = optional("num_key_value_heads", N)  # absent: multi-head attention (HF's default)
+    model_type = cfg.get("model_type", "")
+    if not isinstance(model_type, str):
+        raise ValueError(f"config.json model_type={_brief(model_type)} must be a string")
     gpt2_style = "n_embd" in cfg and "hidden_size" not in cfg
     if gpt2_style:
-        F = int(cfg.get("n_inner") or 4 * D)
+        F = optional("n_inner", 4 * D)
     else:
-        F = int(_first(cfg, ("intermediate_size", "ffn_dim", "d_ff"), "F (MLP width)"))
-    H = int(cfg.get("head_dim") or D // N)
-    tied = cfg.get("tie_word_embeddings")
-    tied = (model_type in _TIED_BY_DEFAULT or gpt2_style) if tied is None else bool(tied)
-    attn_bias, mlp_bias = bool(cfg.get("attention_bias", False)), bool(cfg.get("mlp_bias", False))
+        F = required("F", ("intermediate_size", "ffn_dim", "d_ff"), "F (MLP width)")
+    if cfg.get("head_dim") is not None:
+        H = _hf_int(cfg, "head_dim")
+    elif D % N:
+        raise ValueError(f"config.json has no head_dim and N={N} heads do not divide D={D} "
+                         f"(D/N = {D / N:.4g}); add head_dim (e.g. Gemma's 256)")
+    else:
+        H = D // N
+    tied = _hf_bool(cfg, "tie_word_embeddings", model_type in _TIED_BY_DEFAULT or gpt2_style)
+    attn_bias = _hf_bool(cfg, "attention_bias", False)
+    mlp_bias = _hf_bool(cfg, "mlp_bias", False)
     if attn_bias != mlp_bias:
         raise ValueError(f"attention_bias={attn_bias} but mlp_bias={mlp_bias}: biases on only "
                          "some layers are not modelled; the config's bias flag covers all linear "
                          "layers")
     opts: dict = dict(tied_embeddings=tied, bias=attn_bias or gpt2_style, name=name or model_type)
     if gpt2_style:
-        opts.update(glu=False, norm="layernorm", learned_positions=int(cfg.get("n_positions", 0)),
-                    dropout=bool(cfg.get("resid_pdrop", 0.0)))
-    E = cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts")
-    if E and int(E) > 1:
-        opts["E"] = int(E)
-        opts["k"] = int(_first(cfg, ("num_experts_per_tok", "top_k"), "k (active experts)"))
-        if cfg.get("moe_intermediate_size"):
-            opts["F_expert"] = int(cfg["moe_intermediate_size"])
-        opts["n_shared_experts"] = int(cfg.get("n_shared_experts") or 0)
-        opts["n_dense_layers"] = int(cfg.get("first_k_dense_replace") or 0)
-        if int(cfg.get("moe_layer_freq", 1) or 1) != 1:
-            raise ValueError(f"moe_layer_freq={cfg['moe_layer_freq']}: only every layer being MoE "
-                             "(after first_k_dense_replace) is modelled")
+        pdrop = cfg.get("resid_pdrop")
+        opts.update(glu=False, norm="layernorm", learned_positions=optional("n_positions", 0, 0),
+                    dropout=pdrop is not None and bool(check_positive(
+                        "config.json resid_pdrop", pdrop, allow_zero=True)))
+    # Sliding-window attention (Mistral 7B v0.1: 4096 on every layer). Qwen2 configs carry a
+    # window with use_sliding_window=false, and max_window_layers < L puts it on some layers only.
+    window = optional("sliding_window", None)
+    partial = model_type in _PARTIAL_WINDOW or "sliding_window_pattern" in cfg \
+        or "layer_types" in cfg or optional("max_window_layers", L, 0) < L
+    if window is not None and _hf_bool(cfg, "use_sliding_window", True) and not partial:
+        opts["sliding_window"] = window
+    E = 0
+    for key in ("num_local_experts", "n_routed_experts", "num_experts"):
+        if cfg.get(key) is not None:
+            E = _hf_int(cfg, key, minimum=0)
+            break
+    if E > 1:
+        opts["E"] = E
+        opts["k"] = required("k", ("num_experts_per_tok", "top_k"), "k (active experts)")
+        F_e = optional("moe_intermediate_size", None)
+        if F_e is not None:
+            opts["F_expert"] = F_e
+        n_shared = optional("n_shared_experts", 0, 0)
+        shared_width = optional("shared_expert_intermediate_size", 0, 0)
+        if shared_width:  # Qwen2-MoE: one wide shared expert = shared_width / F_e narrow ones
+            width = F_e or F
+            if shared_width % width:
+                raise ValueError(f"shared_expert_intermediate_size={shared_width} is not a "
+                                 f"multiple of the expert width {width}: not modelled")
+            n_shared += shared_width // width
+        opts["n_shared_experts"] = n_shared
+        opts["n_dense_layers"] = optional("first_k_dense_replace", 0, 0)
+        for key in ("moe_layer_freq", "decoder_sparse_step"):
+            if optional(key, 1) != 1:
+                raise ValueError(f"{key}={cfg[key]}: only every layer being MoE "
+                                 "(after first_k_dense_replace) is modelled")
+        if cfg.get("mlp_only_layers"):
+            raise ValueError(f"mlp_only_layers={_brief(cfg['mlp_only_layers'])}: dense layers "
+                             "among the MoE layers are not modelled")
     if cfg.get("kv_lora_rank"):
         need = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
         missing = [key for key in need if cfg.get(key) is None]
         if missing:
             raise ValueError(f"config.json has kv_lora_rank (MLA) but lacks {missing}")
-        opts["mla"] = MLA(int(cfg.get("q_lora_rank") or 0), *(int(cfg[key]) for key in need))
-        H = int(cfg["v_head_dim"])
+        opts["mla"] = MLA(optional("q_lora_rank", 0, 0),
+                          *(_hf_int(cfg, key, 0 if key == "qk_rope_head_dim" else 1)
+                            for key in need))
+        H = opts["mla"].v_head_dim
         K = N
     return TransformerConfig(L=L, D=D, F=F, N=N, K=K, H=H, V=V, **opts)
