@@ -184,6 +184,10 @@ def gpt(L: int, D: int, N: int, *, V: int = 51200, T_max: int = 2048, **kw) -> T
     L, D, N = (check_int(sym, v, maximum=MAX_DIM) for sym, v in (("L", L), ("D", D), ("N", N)))
     if D % N:
         raise ValueError(f"N={N} heads must divide D={D}; choose N in {divisors(D)}")
+    allowed = {f.name for f in fields(TransformerConfig)} - {"L", "D", "F", "N", "K", "H", "V"}
+    unknown = sorted(set(kw) - allowed)
+    if unknown:
+        raise ValueError(f"unknown option(s) {unknown}; valid: {', '.join(sorted(allowed))}")
     opts = dict(glu=False, tied_embeddings=True, bias=True, norm="layernorm",
                 learned_positions=T_max, dropout=True)
     opts.update(kw)

@@ -55,7 +55,16 @@ EXCLUDED = {
 
 # Functions of scaling_lib/collectives.py that still fail the contract on this branch; the Ch 4
 # helper fixes that module's input checks in parallel. LEAD: remove entries after merging.
-XFAIL_COLLECTIVES: set[str] = set()
+XFAIL_COLLECTIVES = {
+    "scaling_lib.collectives." + name for name in (
+        "all_gather_time", "all_reduce_time", "all_to_all_time", "reduce_scatter_time",
+        "collective_time",  # **torus forwards unknown keywords: TypeError; n={'a': 1}: TypeError
+        "collective_bytes",  # n=10**400: OverflowError
+        "cluster_latency_bound_bytes", "cluster_levels", "hierarchical_time",
+        "intra_node_link_bytes_per_s",  # a cluster name: AttributeError
+        "flat_cluster", "hierarchical_schedule",  # groups=0: TypeError
+        "latency_bound_bytes", "pcie_bytes_per_s",  # gen=array: TypeError (unhashable)
+    )}
 
 TIME_LIMIT = 1.0  # seconds per call
 ALARM = 5  # seconds before SIGALRM fails a call that hangs
@@ -179,9 +188,13 @@ def _draw_call(data, fn):
         if p.kind is p.VAR_POSITIONAL:
             args += data.draw(st.lists(_strategy(p.name), max_size=3), label=f"*{p.name}")
         elif p.kind is p.VAR_KEYWORD:
+            # an extra keyword: a field the function forwards, or an unknown one (the names of
+            # its own parameters would be a Python-level TypeError, not bad input)
+            keys = [k for k in ("devices_per_node", "topology", "torus_shape", "wraparound",
+                                "L", "tp", "zero", "sliding_window", "bogus")
+                    if k not in sig.parameters]
             if data.draw(st.booleans(), label=f"**{p.name}?"):
-                key = data.draw(st.sampled_from(["devices_per_node", "topology", "L", "tp",
-                                                 "shape", "wraparound", "bogus"]))
+                key = data.draw(st.sampled_from(keys))
                 kwargs[key] = data.draw(_strategy(key), label=key)
         elif p.default is p.empty or data.draw(st.booleans(), label=f"{p.name}?"):
             value = data.draw(_strategy(p.name), label=p.name)

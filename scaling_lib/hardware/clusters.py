@@ -340,6 +340,9 @@ def tpu_slice(accelerator, shape, **overrides) -> Cluster:
     """
     acc = get(accelerator)
     shape = _shape(shape)
+    fixed = sorted({"torus_shape", "wraparound", "devices_per_node"} & set(overrides))
+    if fixed:
+        raise ValueError(f"{', '.join(fixed)} follow from the slice's shape; pass shape= only")
     wrap = wraparound(acc, shape)
     n = math.prod(shape)
     overrides.setdefault("name", f"{acc.name} {'x'.join(map(str, shape))} slice")
