@@ -276,3 +276,42 @@ def test_every_module_is_fuzzed():
                 "scaling_lib.parallelism.plan"):
         assert mod in modules, mod
     assert len(CALLABLES) > 60
+
+
+# ---- the cases issue 7 named, each refused with its rule ----------------------------------------
+_TINY_28 = models.TransformerConfig(L=2, D=448, F=1792, N=28, K=4, H=16, V=1000)
+ISSUE_CASES = [
+    (lambda: hardware.torus_shape(40_000_000, 3), "n=40000000 is too large"),
+    (lambda: hardware.torus_shape(2**63, 2), "too large"),
+    (lambda: memory.model_state_bytes(8e9, dp=0.5), "dp=0.5 is not allowed"),
+    (lambda: transformer.mfu("llama3-8b", 1e6, 2.5, "h100", 4096), "n_devices=2.5"),
+    (lambda: memory.training_memory("llama3-8b", ParallelPlan(), 1, 4096.5), "T=4096.5"),
+    (lambda: hardware.cluster("h100", True), "n_devices=True"),
+    (lambda: transformer.forward_flops("llama3-8b", "8", 4096), "B='8'"),
+    (lambda: transformer.kv_cache_bytes("llama3-8b", 1 + 0j, 4096), "B=0j|B=\\(1\\+0j\\)"),
+    (lambda: transformer.forward_flops("llama3-8b", 10**400, 4096), "too large"),
+    (lambda: roofline.network_critical_dim("h100", 0.5), "n=0.5 is not allowed"),
+    (lambda: transformer.train_time(1e24, 8, "h100", 6502), r"mfu=6502 is not a fraction"),
+    (lambda: transformer.mfu("llama3-8b", 1e9, 8, "h100", 4096), r"MFU=\d+ > 1"),
+    (lambda: memory.training_memory(_TINY_28, ParallelPlan(tp=7), 1, 128),
+     r"tp=7 does not divide K=4 kv heads .*choose tp in \[1, 2, 4, 28\]"),
+    (lambda: memory.activation_bytes("llama3-8b", 1, 1024, tp=3), r"tp=3 must divide N=32"),
+    (lambda: models.from_hf_config({"hidden_size": 4096, "intermediate_size": 1,
+                                    "num_hidden_layers": 1, "num_attention_heads": 0,
+                                    "vocab_size": 10}), "num_attention_heads=0"),
+]
+
+
+@pytest.mark.parametrize("call, msg", ISSUE_CASES)
+def test_issue_examples_raise_value_error_naming_the_rule(call, msg):
+    with pytest.raises(ValueError, match=msg):
+        call()
+
+
+def test_numpy_integers_are_accepted_where_python_ones_are():
+    cfg = models.TransformerConfig(L=np.int64(2), D=np.int32(64), F=128, N=np.int64(4),
+                                   K=np.int64(2), H=16, V=100)
+    plan = ParallelPlan(dp=np.int64(2), tp=np.int64(2))
+    mem = memory.training_memory(cfg, plan, np.int64(4), np.int64(128))
+    assert mem == memory.training_memory(_TINY, ParallelPlan(dp=2, tp=2), 4, 128)
+    assert hardware.cluster("h100", np.int64(16)).n_devices == 16

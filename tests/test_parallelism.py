@@ -96,3 +96,41 @@ def test_bubble_errors():
         pipeline_bubble_fraction(4, 4, schedule="dualpipe")
     with pytest.raises(ValueError, match="GPipe has no virtual stages"):
         pipeline_bubble_fraction(4, 4, 2, "gpipe")
+
+
+def test_numpy_integers_are_accepted_and_stored_as_int():
+    p = ParallelPlan(dp=np.int64(8), tp=np.int32(4), zero=np.int64(3), shard_group=np.int64(4))
+    assert (p.dp, p.tp, p.zero, p.shard_group) == (8, 4, 3, 4)
+    assert all(type(v) is int for v in (p.dp, p.tp, p.zero, p.shard_group, p.world_size))
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(dp=True), "dp=True must be a positive integer"),
+    (dict(tp="8"), "tp='8' must be a positive integer"),
+    (dict(pp=2**63), "pp=9223372036854775808 must be a positive integer"),
+    (dict(dp=4096, tp=4096, pp=4096), "world_size = dp·tp·pp·cp = 68,719,476,736 exceeds"),
+    (dict(zero=np.array([1])), "is not a ZeRO stage"),
+    (dict(sequence_parallel="yes"), "sequence_parallel='yes' must be True or False"),
+    (dict(schedule=None), "schedule=None; valid choices"),
+])
+def test_validation_of_types_and_sizes(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        ParallelPlan(**kw)
+
+
+def test_with_changes_refuses_unknown_fields():
+    with pytest.raises(ValueError, match=r"unknown field\(s\) \['devices'\]"):
+        ParallelPlan().with_changes(devices=8)
+
+
+@pytest.mark.parametrize("bad", [2.5, True, "64", None, 10**400, [64]])
+def test_n_microbatches_refuses_non_counts(bad):
+    with pytest.raises(ValueError, match="global_batch"):
+        ParallelPlan(dp=2).n_microbatches(bad)
+
+
+def test_bubble_refuses_non_counts():
+    for kw in (dict(pp=2.5, n_microbatches=4), dict(pp=4, n_microbatches=True),
+               dict(pp=4, n_microbatches=8, virtual_stages="2")):
+        with pytest.raises(ValueError):
+            pipeline_bubble_fraction(**kw)
