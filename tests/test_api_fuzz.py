@@ -39,16 +39,13 @@ MODULES = (units, breakdown, hardware, roofline, collectives, models, transforme
 
 # Public callables that are not fuzzed, and why.
 EXCLUDED = {
-    # dataclasses.replace wrappers whose **changes are fuzzed through the classes they rebuild
-    # (Accelerator has no validation of its own: it is a record of datasheet numbers)
+    # a dataclasses.replace wrapper: its **changes are fuzzed through Accelerator itself
     "scaling_lib.hardware.chips.with_changes",
-    # plain records of datasheet figures, built only from the presets' literal numbers; their
+    # plain records of whitepaper figures, built only from the presets' literal numbers; their
     # consumers (get, cluster, ...) are fuzzed with the presets
-    "scaling_lib.hardware.chips.Accelerator",
     "scaling_lib.hardware.internals.GPUInternals",
     "scaling_lib.hardware.internals.TPUInternals",
     "scaling_lib.hardware.internals.MemoryLevel",
-    "scaling_lib.hardware.clusters.Link",
     "scaling_lib.collectives.CollectiveBytes",  # a NamedTuple (result type)
     "scaling_lib.published.TimeEstimate",  # a record of one paper's printed figures
 }
@@ -135,6 +132,9 @@ _BY_NAME = {
     "plan": st.sampled_from([ParallelPlan(), ParallelPlan(dp=2, tp=2), ParallelPlan(tp=7),
                              ParallelPlan(pp=4, dp=2), ParallelPlan(dp=4, ep=4, zero=3)]),
     "memory": st.sampled_from([Breakdown({"parameters": 1e9, "activations": 2e9})]),
+    "peak_flops": st.sampled_from([{"bf16": 1e15}, {"fp7": 1e15}, {}, {"bf16": -1}]),
+    "intra_node": st.sampled_from([hardware.Link("NVLink", 450e9)]),
+    "inter_node": st.sampled_from([hardware.Link("IB", 50e9, 5e-6)]),
     "dtype": st.sampled_from(["bf16", "fp8", "fp32", "int4", "float16", "fp7"]),
     "kv_dtype": st.sampled_from(["bf16", "fp8", None]),
     "weight_dtype": st.sampled_from(["bf16", "int8", None]),
