@@ -49,13 +49,13 @@ class Accelerator:
         if not isinstance(self.peak_flops, Mapping) or not self.peak_flops:
             raise ValueError(f"peak_flops={self.peak_flops!r} must map dtype names to FLOP/s, "
                              "e.g. {'bf16': 989.4e12}")
-        peaks = {canonical_dtype(k): check_positive(f"peak_flops[{k!r}]", v)
-                 for k, v in self.peak_flops.items()}
+        peaks = {}
+        for k, v in self.peak_flops.items():  # values are validated and kept as given
+            check_positive(f"peak_flops[{k!r}]", v)
+            peaks[canonical_dtype(k)] = v
         object.__setattr__(self, "peak_flops", MappingProxyType(peaks))
-        object.__setattr__(self, "hbm_bytes",
-                           check_positive("hbm_bytes", self.hbm_bytes, allow_zero=True))
-        object.__setattr__(self, "hbm_bytes_per_s",
-                           check_positive("hbm_bytes_per_s", self.hbm_bytes_per_s))
+        check_positive("hbm_bytes", self.hbm_bytes, allow_zero=True)  # 0: not known
+        check_positive("hbm_bytes_per_s", self.hbm_bytes_per_s)
         check_positive("link_bytes_per_s", self.link_bytes_per_s, allow_zero=True)
         check_int("n_links", self.n_links)
 

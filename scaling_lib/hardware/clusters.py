@@ -33,9 +33,8 @@ class Link:
     def __post_init__(self):
         if not isinstance(self.name, str):
             raise ValueError(f"Link name={_brief(self.name)} must be a string")
-        object.__setattr__(self, "bytes_per_s", check_positive("bytes_per_s", self.bytes_per_s))
-        object.__setattr__(self, "latency", check_positive("latency", self.latency,
-                                                           allow_zero=True))
+        check_positive("bytes_per_s", self.bytes_per_s)  # validated, kept as given
+        check_positive("latency", self.latency, allow_zero=True)
         object.__setattr__(self, "n_links", check_int("n_links", self.n_links,
                                                       maximum=MAX_DEVICES))
 
