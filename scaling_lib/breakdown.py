@@ -40,6 +40,8 @@ class Breakdown(Mapping):
                                  "of numbers")
             if isinstance(value, np.ndarray) and value.dtype.kind not in "iuf":
                 raise ValueError(f"part {key!r} must hold real numbers, not {value.dtype}")
+            if isinstance(value, (float, np.floating, np.ndarray)) and np.any(np.isnan(value)):
+                raise ValueError(f"part {key!r}={_brief(value)} is not a number (NaN)")
         object.__setattr__(self, "_parts", MappingProxyType(merged))
         object.__setattr__(self, "unit", unit)
 

@@ -165,6 +165,8 @@ def check_positive(name: str, value, *, allow_zero: bool = False, maximum=None):
     ...
     ValueError: B=-1 is not allowed: B must be finite and > 0
     """
+    if maximum is not None:
+        maximum = _bound("maximum", maximum)
     arr = _real_array(name, value)
     rule = ">= 0" if allow_zero else "> 0"
     bad = ~np.isfinite(arr) | ((arr < 0) if allow_zero else (arr <= 0))
@@ -209,6 +211,7 @@ def check_count(name: str, value, *, minimum: int = 1, maximum: int = MAX_COUNT,
     ...
     ValueError: dp=0.5 is not allowed: dp must be a whole number >= 1
     """
+    minimum, maximum = _bound("minimum", minimum), _bound("maximum", maximum)
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) \
             and int(value) > maximum:  # exact test before any float conversion
         raise ValueError(f"{name}={_short_int(value)} is too large: {name} must be <= "
@@ -223,6 +226,12 @@ def check_count(name: str, value, *, minimum: int = 1, maximum: int = MAX_COUNT,
         raise ValueError(f"{name}={_shown(value, arr, arr > maximum)} is too large: {name} "
                          f"must be <= {maximum:,}")
     return _result(arr)
+
+
+def _bound(name: str, value):
+    """A bound passed to a validator: a real number, returned unchanged (ints stay exact)."""
+    _number(name, value)
+    return value
 
 
 def _short_int(value) -> str:
@@ -255,6 +264,7 @@ def check_int(name: str, value, *, minimum: int = 1, maximum: int = MAX_COUNT) -
 
 
 def _exact_int(name, value, minimum, maximum) -> int:
+    minimum, maximum = _bound("minimum", minimum), _bound("maximum", maximum)
     v = int(value)
     if v < minimum:
         raise ValueError(f"{name}={v!r} is not allowed: {name} must be a whole number "
@@ -307,7 +317,8 @@ def check_choice(name: str, value, choices):
     if not isinstance(value, np.ndarray) and not (
             isinstance(value, (bool, np.bool_)) and not any(isinstance(c, bool) for c in choices)):
         try:
-            ok = any(type(value) is type(c) and value == c for c in choices) or \
+            ok = any((type(value) is type(c) or isinstance(value, str) and isinstance(c, str))
+                     and value == c for c in choices) or \
                 any(isinstance(value, np.integer) and isinstance(c, int)
                     and not isinstance(c, bool) and int(value) == c for c in choices)
         except Exception:
