@@ -69,7 +69,9 @@ class TransformerConfig:
     ``learned_positions`` (rows of a learned position table; 0 for RoPE), ``dropout``
     (dropout layers present in training: they cost activation memory), ``sliding_window``
     (None: every layer attends to the whole context; W: every layer attends to the last W
-    tokens only, as in Mistral 7B, so the KV cache holds at most W tokens per sequence).
+    tokens only, as in Mistral 7B, so the KV cache holds at most W tokens per sequence; only
+    :func:`~scaling_lib.transformer.kv_cache_bytes` uses it so far: attention FLOPs and
+    activation memory still count every earlier token, an upper bound beyond W).
 
     Shape fields are whole numbers (Python or numpy integers, stored as int) up to 2**31.
 
@@ -170,7 +172,8 @@ class TransformerConfig:
         label = f"{self.name!r}, " if self.name else ""
         core = ", ".join(f"{s}={getattr(self, s)}" for s in ("L", "D", "F", "N", "K", "H", "V"))
         moe = f", E={self.E}, k={self.k}" if self.is_moe else ""
-        return f"TransformerConfig({label}{core}{moe})"
+        window = f", sliding_window={self.sliding_window}" if self.sliding_window else ""
+        return f"TransformerConfig({label}{core}{moe}{window})"
 
 
 def gpt(L: int, D: int, N: int, *, V: int = 51200, T_max: int = 2048, **kw) -> TransformerConfig:
