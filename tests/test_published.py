@@ -205,3 +205,24 @@ def test_mfu_figures_draw_library_numbers():
     assert h / m == pytest.approx(1 / pb.model_flops_fraction("llama3-70b", 8192))
     fig.plot_upgrade(axes[2], mark=150.0)
     plt.close("all")
+
+
+def test_deepseek_v3_gpu_hours_are_consistent():
+    # DeepSeek-AI 2024, section 1: 180K H800 GPU hours per trillion tokens = 3.7 days on 2,048
+    # GPUs; 14.8T tokens in 2,664K GPU hours (Table 1). Both to the printed rounding.
+    days = pb.DEEPSEEK_V3_GPU_HOURS_PER_TRILLION / pb.DEEPSEEK_V3_N_GPUS / 24
+    assert round(days, 1) == 3.7
+    total = pb.DEEPSEEK_V3_GPU_HOURS_PER_TRILLION * pb.DEEPSEEK_V3_TOKENS / 1e12
+    assert abs(total / pb.DEEPSEEK_V3_PRETRAIN_GPU_HOURS - 1) < 0.005
+
+
+def test_whole_run_mfu_depends_on_the_stated_peak():
+    args = ("deepseek-v3", pb.DEEPSEEK_V3_T, 1e12, pb.DEEPSEEK_V3_GPU_HOURS_PER_TRILLION, "h100")
+    bf16 = pb.whole_run_mfu(*args)
+    fp8 = pb.whole_run_mfu(*args, dtype="fp8")
+    assert fp8 == pytest.approx(bf16 / 2)  # the H100's fp8 peak is twice its bf16 peak
+    f = tx.flops_per_token("deepseek-v3", pb.DEEPSEEK_V3_T) * 1e12
+    assert bf16 == pytest.approx(f / (180e3 * 3600 * H100))
+    assert pb.whole_run_mfu(*args, causal=True) < bf16
+    mix = tx.mixed_precision_peak("deepseek-v3", pb.DEEPSEEK_V3_T, "h100")
+    assert fp8 < bf16 * H100 / mix < bf16
