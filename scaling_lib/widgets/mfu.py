@@ -64,8 +64,9 @@ def plot_published(ax, names=DEFAULT_RUNS):
 
 
 def plot_mfu_vs_step_time(ax, cfg, accelerator, n_devices, global_batch, T, step_times=None, *,
-                          mark=None, recompute="full"):
-    """MFU and HFU (with ``recompute``) against the measured seconds per step, log x.
+                          mark=None, recompute="full", flash_attention=True):
+    """MFU and HFU (with ``recompute``, and FlashAttention's recomputed QKᵀ unless
+    ``flash_attention`` is False) against the measured seconds per step, log x.
 
     ``mark``: a measured step time to highlight. Returns (mfu, hfu) at ``mark`` or None.
     """
@@ -85,7 +86,8 @@ def plot_mfu_vs_step_time(ax, cfg, accelerator, n_devices, global_batch, T, step
     if mark is not None:
         tps_mark = global_batch * T / mark
         out = (transformer.mfu(cfg, tps_mark, n_devices, accelerator, T),
-               transformer.hfu(cfg, tps_mark, n_devices, accelerator, T, recompute=recompute))
+               transformer.hfu(cfg, tps_mark, n_devices, accelerator, T, recompute=recompute,
+                               flash_attention=flash_attention))
         warn = " (faster than peak: check the inputs)" if out[0] > 1 else ""
         ax.plot([mark, mark], out, "k*", ms=10, label=f"measured {fmt_seconds(mark)}: "
                 f"MFU {fmt_percent(out[0])}, HFU {fmt_percent(out[1])}{warn}")
