@@ -13,6 +13,8 @@ Papers count FLOPs differently, which is half of what Chapter 7 is about:
   FLOP/s per GPU counted as 96·B·s·l·h²·(1 + s/6h + V/16lh) per step: the forward pass run twice
   (full activation recomputation), i.e. hardware FLOPs. ``flops_convention="full"`` marks them.
 - Llama 3 (2024, Table 4) reports TFLOPs/GPU and BF16 MFU without stating how it counts attention.
+- DeepSeek-V3 (2024) trained with fp8 matmuls and reports GPU-hours, no MFU: any MFU quoted for it
+  depends on the peak chosen (:func:`whole_run_mfu` with ``dtype``).
 
 See: Chapter 7, "MFU and HFU".
 """
