@@ -93,6 +93,13 @@ def step_time_for_mfu(cfg, global_batch, T, n_devices, accelerator, mfu):
                                   accelerator, mfu)
 
 
+def fp8_run_mfu(p):
+    """Ex 7.13: MFU of an fp8 run (layer matmuls in fp8, the rest in bf16) against the peak it had:
+    each FLOP at its own precision's dense peak (transformer.mixed_precision_peak)."""
+    return (transformer.flops_per_token(p.model, p.T) * _tokens_per_s(p)
+            / (p.n_devices * transformer.mixed_precision_peak(p.model, p.T, p.accelerator)))
+
+
 def reported_to_mfu(cfg, T, flops_per_s_per_device, accelerator):
     """Ex 7.12 reference: MFU from a per-device FLOP/s counted with full recomputation."""
     peak = hardware.get(accelerator).peak_flops_per_s("bf16")
@@ -171,6 +178,11 @@ WRONG_METHODS = {
     "7.7": {
         "memory traffic overlapped (max, not sum)": lambda p: min(
             1.0, p.intensity / hardware.get(p.accelerator).critical_intensity()),
+    },
+    "7.13": {
+        "the bf16 peak": mfu_from_step,
+        "the fp8 peak for every FLOP": lambda p: mfu_from_step(p) * _peak(p.accelerator) / _peak(
+            p.accelerator, "fp8"),
     },
     "7.10": {
         "6N per token (no attention)": lambda cfg, global_batch, T, step_time, n_devices, acc: (
