@@ -452,3 +452,25 @@ def test_nvl72_is_one_nvlink_domain_of_72():
     c = hw.get_cluster("gb200-nvl72")
     assert c.n_devices == c.devices_per_node == 72 and c.n_nodes == 1
     assert c.intra_node.bytes_per_s / c.inter_node.bytes_per_s == 18  # 900 GB/s vs a 400 Gb/s NIC
+
+
+def test_occupancy_zero_when_one_block_does_not_fit():
+    # 512 threads x 129 registers > the 65,536-register file: CUDA refuses the launch
+    o = hw_internals.occupancy(129, 0, 512)
+    assert (o.blocks, o.warps, o.fraction, o.limited_by) == (0, 0, 0.0, "registers")
+    assert hw_internals.occupancy(128, 0, 512).blocks == 1
+
+
+def test_occupancy_figure_draws_the_calculator():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from scaling_lib.widgets import hardware as fig
+
+    _, ax = plt.subplots()
+    out = fig.plot_occupancy(ax, (256, 512))
+    assert out[256][0] == 1.0  # 16 registers: every warp slot
+    assert out[256][64 - 16] == hw_internals.occupancy(64, 0, 256).fraction
+    assert np.isnan(out[512][129 - 16])  # a 512-thread block of 129 registers cannot launch
+    plt.close("all")

@@ -261,7 +261,8 @@ def occupancy(registers_per_thread, smem_bytes_per_block=0, threads_per_block=25
         by registers     floor(floor(registers / r_warp) / w), r_warp = ceil(32 r / 256) * 256
         by shared memory floor(smem_SM / (ceil(s / 128) * 128 + 1 KB))
 
-    and occupancy = blocks * w / max_warps. ``registers_per_thread`` r (what ``nvcc -Xptxas -v``
+    and occupancy = blocks * w / max_warps; 0 blocks means one block does not fit and the launch
+    fails ("too many resources requested"). ``registers_per_thread`` r (what ``nvcc -Xptxas -v``
     prints), ``smem_bytes_per_block`` s (bytes), ``threads_per_block``; ``limits`` an
     architecture name of ``SM_LIMITS`` or an ``SMLimits``. Leaves out the register file's split
     into four per-scheduler quarters, which can cost a block at some register counts.

@@ -72,7 +72,8 @@ def plot_memory_hierarchy(ax, name="h100"):
 def plot_occupancy(ax, block_sizes=(128, 256, 512), smem_bytes_per_block=0, limits="Hopper"):
     """Occupancy against registers per thread, one line per block size (``hardware.internals``).
 
-    Returns {block size: array of occupancy fractions} over registers 16..255.
+    A line stops where one block no longer fits on an SM (the launch would fail). Returns
+    {block size: array of occupancy fractions, NaN where no block fits} over registers 16..255.
     """
     from ..hardware.internals import SM_LIMITS, occupancy
 
@@ -81,6 +82,7 @@ def plot_occupancy(ax, block_sizes=(128, 256, 512), smem_bytes_per_block=0, limi
     out = {}
     for t in block_sizes:
         occ = np.array([occupancy(int(r), smem_bytes_per_block, t, lim).fraction for r in regs])
+        occ[occ == 0] = np.nan  # no block fits: the kernel cannot launch
         ax.step(regs, occ, where="post", label=f"{t} threads per block")
         out[t] = occ
     ax.set_xlabel("registers per thread")
