@@ -90,6 +90,23 @@ def no_overlap_utilization(intensity, accelerator, dtype="bf16"):
     return _out(i / (i + acc.critical_intensity(dtype)))
 
 
+def elementwise_intensity(n_inputs=1, flops_per_element=1.0, dtype="bf16"):
+    """Arithmetic intensity of an elementwise op: reads ``n_inputs`` arrays, writes one.
+
+    I = f / ((n_in + 1) * a), with f the FLOPs per output element and a the bytes per element.
+    In bf16 a scale or an activation like ReLU (one input, about one FLOP) moves 4 bytes per
+    element, a residual add (two inputs, one FLOP) 6: I = 1/4 and 1/6, about 0.2, three orders of
+    magnitude under any chip's critical intensity. Broadcast operands that stay in cache (a norm's
+    weight vector) are not counted.
+
+    >>> elementwise_intensity(1, 1), round(elementwise_intensity(2, 1), 3)
+    (0.25, 0.167)
+    """
+    n = check_positive("n_inputs", n_inputs)
+    f = check_positive("flops_per_element", flops_per_element)
+    return _out(f / ((n + 1) * dtype_bytes(dtype)))
+
+
 def matmul_flops(B, D, F):
     """FLOPs of [B, D] x [D, F]: 2 B D F (one multiply and one add per term).
 
