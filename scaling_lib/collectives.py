@@ -529,6 +529,28 @@ def hierarchical_time(collective, nbytes, cluster, n_devices=None) -> Breakdown:
     return Breakdown(parts, unit="s")
 
 
+def hierarchical_pipelined_time(collective, nbytes, cluster, n_devices=None) -> float:
+    """The hierarchy with its phases overlapped: every phase's latency, but only the slowest
+    phase's bandwidth term,
+
+        T = sum_phases s alpha + max_levels (b V / W summed over that level's phases),
+
+    what cutting the array into chunks and running the phases as a pipeline approaches (the
+    phases of :func:`hierarchical_time` are otherwise in sequence). Bounds: the slowest level
+    alone below, :func:`hierarchical_time` above.
+
+    >>> round(hierarchical_pipelined_time("all_reduce", 16e9, hardware.cluster("h100", 1024)) * 1e3, 1)
+    80.7
+
+    See: Chapter "Networks and collectives", "Hierarchical collectives".
+    """
+    cluster = _as_cluster(cluster)
+    full = hierarchical_time(collective, nbytes, cluster, n_devices)
+    zero = hierarchical_time(collective, 0.0, cluster, n_devices)
+    bandwidth = [np.asarray(full[lv]) - np.asarray(zero[lv]) for lv in full]
+    return _out(np.asarray(zero.total) + np.max(np.stack(bandwidth), axis=0))
+
+
 class RingTerms(NamedTuple):
     """The parts of a flat multi-rail ring collective (seconds); see :func:`multirail_ring_time`."""
 

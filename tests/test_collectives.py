@@ -501,3 +501,37 @@ def test_hierarchical_time_takes_a_cluster_name():
     assert (C.hierarchical_time("all-reduce", 1e9, "dgx-h100").total
             == C.hierarchical_time("all-reduce", 1e9, hardware.get_cluster("dgx-h100")).total)
     assert C.cluster_levels("tpu-v5e-4x8") == (32, 1)
+
+
+@pytest.mark.parametrize("kind", ["all-gather", "all-reduce", "all-to-all"])
+def test_hierarchical_pipelined_time_is_between_the_slowest_level_and_the_sum(kind):
+    for c in (hardware.cluster("h100", 1024), hardware.get_cluster("llama3-24k"),
+              hardware.get_cluster("dgx-h100"), hardware.cluster("tpu-v5e", 512)):
+        V = 3e9
+        h, h0 = C.hierarchical_time(kind, V, c), C.hierarchical_time(kind, 0.0, c)
+        p = C.hierarchical_pipelined_time(kind, V, c)
+        assert p <= h.total * (1 + 1e-12)
+        assert p == pytest.approx(h0.total + max(h[lv] - h0[lv] for lv in h))
+        assert C.hierarchical_pipelined_time(kind, 0.0, c) == pytest.approx(h0.total)
+    # one level: nothing to overlap
+    c = hardware.get_cluster("dgx-h100")
+    assert C.hierarchical_pipelined_time(kind, 1e9, c) == pytest.approx(
+        C.hierarchical_time(kind, 1e9, c).total)
+
+
+def test_flat_vs_hierarchical_figure_draws_library_numbers():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from scaling_lib.widgets import collectives as wc
+
+    fig, ax = plt.subplots()
+    times, ns = wc.plot_flat_vs_hierarchical(ax, "all-reduce", 1e9, "h100", (16, 256))
+    plt.close(fig)
+    assert ns == [16, 32, 64, 128, 256]
+    c = hardware.cluster("h100", 64)
+    assert times["multirail"][2] == C.multirail_ring_time("all-reduce", 1e9, c)
+    assert times["one-nic"][2] == C.multirail_ring_time("all-reduce", 1e9, c, rails=1)
+    assert times["hierarchical"][2] == C.hierarchical_time("all-reduce", 1e9, c).total
+    assert times["pipelined"][2] == C.hierarchical_pipelined_time("all-reduce", 1e9, c)
