@@ -120,3 +120,10 @@ def test_no_overlap_utilization_half_at_ridge_and_lower_on_newer_chips():
     i = np.geomspace(1, 1e4, 50)
     u_ = rl.no_overlap_utilization(i, "h100")
     assert np.all(np.diff(u_) > 0) and np.all((u_ > 0) & (u_ < 1))
+
+
+@pytest.mark.parametrize("n", [0.5, 1, 2.5, True, "2", float("nan"), 2**70, -3])
+def test_network_critical_dim_rejects_bad_chip_counts(n):
+    """n = 0.5 used to give a negative size; n must be a whole number of chips >= 2."""
+    with pytest.raises(ValueError, match="whole number of chips >= 2"):
+        rl.network_critical_dim("tpu-v5e", n)
