@@ -183,6 +183,17 @@ def critical_batch(accelerator, dtype="bf16", *, weight_dtype=None, D=None, F=No
         return _out(np.where(denom > 0, i_star * w * D * F / np.where(denom > 0, denom, 1.0), np.inf))
 
 
+def _check_chips(n, least=2):
+    """n chips sharing a matmul: a whole number >= ``least``."""
+    arr = np.asarray(n) if not isinstance(n, (str, bytes)) else np.asarray(np.nan)
+    ok = arr.dtype.kind in "iuf" and np.all(np.isfinite(arr)) and np.all(arr >= least) and np.all(
+        arr % 1 == 0)
+    if isinstance(n, (bool, np.bool_)) or not ok:
+        raise ValueError(f"n={n!r} chips is not allowed: the matmul is split over a whole number "
+                         f"of chips >= {least}")
+    return check_positive("n", n)
+
+
 def sharded_matmul_times(B, D, F, n, accelerator, *, link_bytes_per_s=None, dtype="bf16"):
     """Network roofline of [B, D] x [D, F] with the contraction dimension D split over n chips.
 
@@ -199,7 +210,7 @@ def sharded_matmul_times(B, D, F, n, accelerator, *, link_bytes_per_s=None, dtyp
     True
     """
     acc = hardware.get(accelerator)
-    n = check_positive("n", n)
+    n = _check_chips(n, least=1)
     bw = acc.link_bytes_per_s if link_bytes_per_s is None else link_bytes_per_s
     bw = check_positive("link_bytes_per_s", bw)
     tm = matmul_flops(B, D, F) / n / acc.peak_flops_per_s(dtype)
@@ -217,7 +228,7 @@ def network_critical_dim(accelerator, n=2, *, link_bytes_per_s=None, dtype="bf16
     8756
     """
     acc = hardware.get(accelerator)
-    n = check_positive("n", n)
+    n = _check_chips(n)
     bw = acc.link_bytes_per_s if link_bytes_per_s is None else link_bytes_per_s
     bw = check_positive("link_bytes_per_s", bw)
     return (n - 1) * dtype_bytes(dtype) * acc.peak_flops_per_s(dtype) / bw

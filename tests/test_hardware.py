@@ -474,3 +474,28 @@ def test_occupancy_figure_draws_the_calculator():
     assert out[256][64 - 16] == hw_internals.occupancy(64, 0, 256).fraction
     assert np.isnan(out[512][129 - 16])  # a 512-thread block of 129 registers cannot launch
     plt.close("all")
+
+
+def test_tpu_v5e_vmem_bandwidth_is_about_22x_hbm():
+    """Austin et al., How to Scale Your Model, part 2: VMEM ~22x HBM, so a matmul fed from VMEM is
+    compute-bound from an intensity of about 10-20 FLOPs per byte."""
+    from scaling_lib import hardware
+
+    v5e = hardware.get("tpu-v5e")
+    ratio = v5e.internals.vmem_bytes_per_s / v5e.hbm_bytes_per_s
+    assert 21 < ratio < 23
+    assert 10 < v5e.peak_flops_per_s() / v5e.internals.vmem_bytes_per_s < 20
+    assert math.isnan(hardware.get("tpu-v5p").internals.vmem_bytes_per_s)
+
+
+def test_tpu_largest_slices_against_their_pods():
+    """v5e/v6e: the largest slice is the pod; v5p: 6,144 of 8,960 chips (Google Cloud v5p docs)."""
+    from scaling_lib import hardware
+    from scaling_lib.hardware import chips
+
+    for name, shape in chips.TPU_MAX_SLICE_SHAPE.items():
+        pod = hardware.get_cluster(f"{name}-pod")
+        assert math.prod(shape) <= pod.n_devices
+        assert (math.prod(shape) == pod.n_devices) == (name != "tpu-v5p")
+        assert all(hardware.wraparound(name, shape))
+    assert math.prod(chips.TPU_MAX_SLICE_SHAPE["tpu-v5p"]) == 6144

@@ -134,3 +134,10 @@ def test_elementwise_intensity_counts_every_operand_and_the_output():
         assert rl.elementwise_intensity(2, 1, dtype) < acc.critical_intensity(dtype) / 10
     with pytest.raises(ValueError):
         rl.elementwise_intensity(0, 1)
+
+
+@pytest.mark.parametrize("n", [0.5, 1, 2.5, True, "2", float("nan"), 2**70, -3])
+def test_network_critical_dim_rejects_bad_chip_counts(n):
+    """n = 0.5 used to give a negative size; n must be a whole number of chips >= 2."""
+    with pytest.raises(ValueError, match="whole number of chips >= 2"):
+        rl.network_critical_dim("tpu-v5e", n)

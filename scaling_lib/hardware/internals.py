@@ -140,7 +140,8 @@ class GPUInternals:
 class TPUInternals:
     """What is inside a TPU chip: TensorCores, their systolic MXUs, VMEM, and chips per host.
 
-    ``vmem_bytes`` is per TensorCore (``math.nan`` where Google publishes no figure).
+    ``vmem_bytes`` is per TensorCore and ``vmem_bytes_per_s`` the bandwidth between VMEM and the
+    MXUs (bytes/s), both ``math.nan`` where no figure is published.
     """
 
     tensorcores: int
@@ -149,6 +150,7 @@ class TPUInternals:
     chips_per_host: int
     vmem_bytes: float = math.nan
     source: str = ""
+    vmem_bytes_per_s: float = math.nan
 
     @property
     def n_mxus(self) -> int:
