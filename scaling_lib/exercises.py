@@ -20,6 +20,10 @@ Marking a solution notebook:
   ``name=``) and the cell importing ``scaling_lib.grading`` also loads that extension, so an
   exception in the student's code is reported as a FAIL line and "Run all" keeps going.
 
+Tolerances: :func:`audit_methods` evaluates each graded ``check(...)`` of a solutions notebook over
+many seeds and checks that the answer key's ``WRONG_METHODS`` FAIL and its ``ACCEPTED_METHODS``
+PASS at the tolerance the call sets (``tests/test_wrong_methods.py`` runs it on every notebook).
+
 Needs ``nbformat`` (and ``nbclient`` for ``run``), imported lazily.
 """
 
@@ -234,11 +238,13 @@ def run(paths: list[Path], timeout: int = 600) -> list[str]:
 
 # ---- Auditing tolerances: do the listed wrong methods FAIL and the accepted ones PASS? ---------
 #
-# The protocol (tests/test_wrong_methods.py enforces it): the tolerance of an exercise is the literal rtol=/atol= of
-# its check(...) call in the solutions notebook; the notebook's answer-key module may define
+# The protocol (tests/test_wrong_methods.py enforces it): the tolerance of an exercise is the
+# literal rtol=/atol= of its check(...) call in the solutions notebook; the notebook's answer-key
+# module may define
 #   WRONG_METHODS = {"3.7": {"padding on D only": fn, ...}, ...}
 #   ACCEPTED_METHODS = {"7.12": {"the chapter's 4/3 rule": fn}}
 # where fn(p) takes the drawn parameters p of the exercise (fn() for an exercise that draws none).
+
 
 @dataclass(frozen=True)
 class GradedCheck:

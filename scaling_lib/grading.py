@@ -32,7 +32,6 @@ See: "How to use this book", section "Exercises".
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import math
 import numbers
