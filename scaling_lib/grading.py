@@ -32,6 +32,7 @@ See: "How to use this book", section "Exercises".
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import math
 import numbers
@@ -74,7 +75,10 @@ def _fmt(x) -> str:
     arr = np.asarray(x)
     if arr.ndim:
         return np.array2string(arr, precision=4, threshold=8)
-    return repr(x)
+    try:
+        return f"{float(arr):.4g}"  # a 0-d array (numpy, JAX)
+    except (TypeError, ValueError):
+        return repr(x)
 
 
 def _emit(verdict: str, name: str, message: str, hint: str = "") -> None:
@@ -107,7 +111,7 @@ def _scalar(x) -> float:
         try:
             return float(x)
         except OverflowError:
-            digits = len(str(abs(int(x)))) - 1 if isinstance(x, numbers.Rational) else None
+            digits = int(math.log10(abs(int(x)))) if isinstance(x, numbers.Rational) else None
             size = f" (about 1e{digits})" if digits else ""
             raise _Rejected(f"the answer is too large to be a float{size}: check its units and "
                             "exponents") from None
@@ -149,6 +153,9 @@ def _as_floats(x) -> np.ndarray:
             raise _Rejected("expected numbers, got an array of dates or times")
         if kind == "O":
             return np.array([_scalar(v) for v in arr.ravel()], dtype=float).reshape(arr.shape)
+        if arr.dtype.names is None:  # e.g. bfloat16 from JAX (ml_dtypes): convertible to float
+            with contextlib.suppress(TypeError, ValueError):
+                return arr.astype(float)
         raise _Rejected(f"expected numbers, got an array of dtype {arr.dtype}")
     return np.asarray(_scalar(x))
 

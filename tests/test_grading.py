@@ -469,3 +469,9 @@ def test_audit_reports_a_key_that_fails_its_own_check(tmp_path, monkeypatch):
         """)
     problems, _ = audit_methods(path, range(20))
     assert len(problems) == 1 and "9.1: the key's own answer nan does not pass" in problems[0]
+
+
+def test_a_bfloat16_answer_from_jax_counts_as_a_number(capsys):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    check(np.array(3.0, dtype=ml_dtypes.bfloat16), 3.0, name="x")
+    assert capsys.readouterr().out == "PASS: x: 3 (expected 3 within 2%)\n"
