@@ -39,6 +39,7 @@ import numbers
 import os
 import signal
 import threading
+import time
 import traceback
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -391,22 +392,17 @@ def _limited_call(fn: Callable, args: tuple, kwargs: dict, seconds: float | None
 
         old_handler = signal.signal(signal.SIGALRM, on_alarm)
         old_delay, old_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
-        start = _now()
+        start = time.monotonic()
         try:
             return fn(*args, **kwargs)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, old_handler)
+            signal.signal(signal.SIGALRM,
+                          signal.SIG_DFL if old_handler is None else old_handler)
             if old_delay:
-                left = max(old_delay - (_now() - start), 1e-3)
+                left = max(old_delay - (time.monotonic() - start), 1e-3)
                 signal.setitimer(signal.ITIMER_REAL, left, old_interval)
     return _thread_call(fn, args, kwargs, seconds)
-
-
-def _now() -> float:
-    import time
-
-    return time.monotonic()
 
 
 def _thread_call(fn: Callable, args: tuple, kwargs: dict, seconds: float):
@@ -456,13 +452,18 @@ def _student_line(tb) -> str:
     Frames in scaling_lib (this checker, the library) and in installed packages are not the
     student's; a function defined in a ``%%graded`` cell carries the cell's own line numbers.
     """
+    mine = [f for f in traceback.extract_tb(tb) if _is_students(f.filename)]
+    return f" (line {mine[-1].lineno})" if mine else ""
+
+
+def _is_students(filename: str) -> bool:
     import sysconfig
 
-    skip = {sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib")}
-    mine = [f for f in traceback.extract_tb(tb)
-            if not os.path.abspath(f.filename).startswith(_LIBRARY + os.sep)
-            and not any(os.path.abspath(f.filename).startswith(s + os.sep) for s in skip)]
-    return f" (line {mine[-1].lineno})" if mine else ""
+    if filename.startswith("<"):  # a cell ("<exercise cell>", "<ipython-input-...>"), not "<frozen"
+        return not filename.startswith("<frozen")
+    path = os.path.abspath(filename)
+    outside = [_LIBRARY] + [sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib")]
+    return not any(path.startswith(d + os.sep) for d in outside)
 
 
 def check_function(fn: Callable, reference: Callable, cases: Sequence, *, name: str = "exercise",
@@ -483,6 +484,11 @@ def check_function(fn: Callable, reference: Callable, cases: Sequence, *, name: 
     >>> check_function(lambda B, D, F: B * D * F / 1e3, matmul_flops, [(8, 16, 32)], name="1.5")
     FAIL: 1.5: case 1 (8, 16, 32): got 4.096, about 2,000x too small
     """
+    if time_limit is not None and (isinstance(time_limit, bool) or
+                                   not isinstance(time_limit, (int, float)) or
+                                   not 0 < time_limit < math.inf):
+        raise ValueError(f"time_limit={time_limit!r} must be a positive number of seconds, "
+                         "or None for no limit")
     if not callable(fn):
         return _emit(FAIL, name, f"expected a function, got {type(fn).__name__}", hint)
     for i, case in enumerate(cases, start=1):

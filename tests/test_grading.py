@@ -225,6 +225,12 @@ def test_check_function_time_limit_stops_an_endless_loop(capsys):
     assert verdict(capsys) == PASS
 
 
+@pytest.mark.parametrize("bad", [0, -1, float("inf"), "10", True])
+def test_time_limit_must_be_positive_seconds_or_none(bad):
+    with pytest.raises(ValueError, match="time_limit"):
+        check_function(abs, abs, [1], name="f", time_limit=bad)
+
+
 @pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="POSIX timers only")
 def test_time_limit_puts_an_outer_timer_back(capsys):
     fired = []
