@@ -307,12 +307,15 @@ def graded_checks(nb, where: str = "notebook") -> list[GradedCheck]:
                 if isinstance(tol[key], bool) or not isinstance(tol[key], (int, float)):
                     raise MarkupError(f"{where} {name}: {key}= must be a literal number, got "
                                       f"`{ast.unparse(kw[key])}`")
+        if len(call.args) < 2:
+            raise MarkupError(f"{where} {name}: check(answer, expected, ...) needs the expected "
+                              "value as its second argument")
         draws = [st for st in body if st.end_lineno <= call.lineno and isinstance(st, ast.Assign)
                  and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
                  and _is_call_to(st.value, ("draw",))]
         draw = draws[-1] if draws else None
         out.append(GradedCheck(name, k, fn, draw, draw.targets[0].id if draw else None,
-                               call.args[1] if len(call.args) > 1 else kw.get("expected"), tol))
+                               call.args[1], tol))
     return out
 
 
@@ -358,9 +361,10 @@ def _apply(fn, p, drawn: bool):
     if not drawn:
         try:
             inspect.signature(fn).bind()
-            return fn()
-        except (TypeError, ValueError):
+        except (TypeError, ValueError):  # it wants an argument (or hides its signature)
             pass
+        else:
+            return fn()
     return fn(p)
 
 
@@ -418,11 +422,11 @@ def audit_methods(path: Path, seeds=range(200)) -> tuple[list[str], int]:
                     exec(draw_code, ns)
                 p = ns[c.param] if c.param else None
                 want = eval(want_code, ns)
+                verdict, msg = assess(want, want, **tol)
             except Exception as exc:
                 key_problem = key_problem or (f"{path.name} {c.name}: the key raised "
                                               f"{type(exc).__name__}: {exc} at seed {seed}")
                 continue
-            verdict, msg = assess(want, want, **tol)
             if verdict != PASS:
                 key_problem = key_problem or (f"{path.name} {c.name}: the key's own answer "
                                               f"{want!r} does not pass at seed {seed}: {msg}")
