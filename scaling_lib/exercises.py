@@ -253,10 +253,17 @@ class GradedCheck:
     name: str                      # the checker call's name=
     cell: int                      # index of the cell in the notebook
     kind: str                      # "check" or "check_function"
+    call: ast.Call                 # the checker call itself
+    before: tuple = ()             # the cell's statements before the call (check_function cells)
     draw: ast.stmt | None = None   # the `p = draw(SEED, ...)` statement, if any
     param: str | None = None       # the name it assigns (p)
-    expected: ast.expr | None = None   # check's second argument (the key's answer)
     tolerance: dict = field(default_factory=dict)   # the literal rtol=/atol= given
+
+    def arg(self, i: int, keyword: str) -> ast.expr:
+        """The call's ``i``-th positional argument, or its ``keyword=`` argument."""
+        if len(self.call.args) > i:
+            return self.call.args[i]
+        return next(w.value for w in self.call.keywords if w.arg == keyword)
 
 
 def _code_only(source: str) -> str:
@@ -274,29 +281,26 @@ def _is_call_to(node, names: tuple[str, ...]) -> bool:
 def graded_checks(nb, where: str = "notebook") -> list[GradedCheck]:
     """Every graded cell's draw and final ``check``/``check_function`` call, parsed with ``ast``.
 
-    Raises MarkupError for a graded cell without a checker call as its last top-level call, or a
-    tolerance that is not a literal number.
+    Raises MarkupError for a graded cell without a checker call, a call without its expected
+    value (reference function and cases), or a tolerance that is not a literal number.
     """
     out = []
     for k, cell in enumerate(nb.cells):
         if cell.cell_type != "code" or "graded" not in cell.get("metadata", {}).get("tags", []):
             continue
         body = ast.parse(_code_only(cell.source)).body
-        calls = [st for st in body if isinstance(st, ast.Expr) and
+        calls = [i for i, st in enumerate(body) if isinstance(st, ast.Expr) and
                  _is_call_to(st.value, ("check", "check_function"))]
         if not calls:
             raise MarkupError(f"{where} cell {k}: a graded cell must end with check(...) or "
                               "check_function(...)")
-        call = calls[-1].value
+        call = body[calls[-1]].value
         kw = {w.arg: w.value for w in call.keywords if w.arg}
         try:
             name = ast.literal_eval(kw["name"])
         except (KeyError, ValueError):
             raise MarkupError(f"{where} cell {k}: the checker call needs a literal name=") from None
-        fn = call.func.id if isinstance(call.func, ast.Name) else call.func.attr
-        if fn == "check_function":
-            out.append(GradedCheck(name, k, fn))
-            continue
+        kind = call.func.id if isinstance(call.func, ast.Name) else call.func.attr
         tol = {}
         for key in ("rtol", "atol"):
             if key in kw:
@@ -307,15 +311,18 @@ def graded_checks(nb, where: str = "notebook") -> list[GradedCheck]:
                 if isinstance(tol[key], bool) or not isinstance(tol[key], (int, float)):
                     raise MarkupError(f"{where} {name}: {key}= must be a literal number, got "
                                       f"`{ast.unparse(kw[key])}`")
-        if len(call.args) < 2:
-            raise MarkupError(f"{where} {name}: check(answer, expected, ...) needs the expected "
-                              "value as its second argument")
-        draws = [st for st in body if st.end_lineno <= call.lineno and isinstance(st, ast.Assign)
+        needed = (("answer", "expected") if kind == "check" else
+                  ("fn", "reference", "cases"))
+        if len(call.args) + len(set(needed[len(call.args):]) & set(kw)) < len(needed):
+            raise MarkupError(f"{where} {name}: {kind}({', '.join(needed)}, ...) needs all of "
+                              "its arguments")
+        draws = [st for st in body[:calls[-1]] if isinstance(st, ast.Assign)
                  and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
                  and _is_call_to(st.value, ("draw",))]
         draw = draws[-1] if draws else None
-        out.append(GradedCheck(name, k, fn, draw, draw.targets[0].id if draw else None,
-                               call.args[1], tol))
+        out.append(GradedCheck(name, k, kind, call,
+                               tuple(body[:calls[-1]]) if kind == "check_function" else (),
+                               draw, draw.targets[0].id if draw else None, tol))
     return out
 
 
@@ -368,6 +375,103 @@ def _apply(fn, p, drawn: bool):
     return fn(p)
 
 
+def _audit_check(c: GradedCheck, base: dict, methods: list, seeds, where: str) -> list[str]:
+    """Problems of one ``check(...)`` exercise: its key and its methods over ``seeds``."""
+    from .grading import FAIL, PASS, assess
+
+    label_of = f"{where} {c.name}"
+    draw_code = compile(ast.Module([c.draw], []), label_of, "exec") if c.draw else None
+    want_code = compile(ast.Expression(c.arg(1, "expected")), label_of, "eval")
+    stats = {label: {"bad": 0, "same": 0, "first": None} for _, label, _ in methods}
+    problems, key_problem = [], None
+    runs = list(seeds) if draw_code else [None]
+    for seed in runs:
+        ns = dict(base, SEED=seed)
+        try:
+            if draw_code:
+                exec(draw_code, ns)
+            p = ns[c.param] if c.param else None
+            want = eval(want_code, ns)
+            verdict, msg = assess(want, want, **c.tolerance)
+        except Exception as exc:
+            key_problem = key_problem or (f"{label_of}: the key raised {type(exc).__name__}: "
+                                          f"{exc} at seed {seed}")
+            continue
+        if verdict != PASS:
+            key_problem = key_problem or (f"{label_of}: the key's own answer {want!r} does not "
+                                          f"pass at seed {seed}: {msg}")
+        for kind, label, fn in methods:
+            st = stats[label]
+            try:
+                got = _apply(fn, p, c.draw is not None)
+            except Exception as exc:
+                st["bad"] += 1
+                st["first"] = st["first"] or (seed, p, f"raised {type(exc).__name__}: {exc}")
+                continue
+            if kind == "wrong" and assess(got, want, rtol=1e-12)[0] == PASS:
+                st["same"] += 1
+                continue
+            verdict, msg = assess(got, want, **c.tolerance)
+            if verdict != (FAIL if kind == "wrong" else PASS):
+                st["bad"] += 1
+                st["first"] = st["first"] or (seed, p, f"gives {got!r}, the key {want!r}; "
+                                              f"the checker says {verdict}: {msg}")
+    if key_problem:
+        problems.append(key_problem)
+    tol_text = ", ".join(f"{k}={v:g}" for k, v in c.tolerance.items()) or "default tolerance"
+    for kind, label, _ in methods:
+        st, n = stats[label], len(runs)
+        head = f"{label_of}: {kind} method {label!r}"
+        if st["bad"]:
+            seed, p, what = st["first"]
+            should = "FAIL" if kind == "wrong" else "PASS"
+            problems.append(f"{head} does not {should} in {st['bad']} of {n} seeds "
+                            f"({tol_text}); first at seed {seed} ({p!r}): it {what}")
+        if kind == "wrong" and st["same"] * 2 > n:
+            problems.append(f"{head} equals the key's answer in {st['same']} of {n} seeds: "
+                            "the exercise cannot tell it apart from the right method")
+    return problems
+
+
+def _audit_function(c: GradedCheck, base: dict, methods: list, where: str) -> list[str]:
+    """Problems of one ``check_function(...)`` exercise: each method stands in for the student's
+    function and is run by the real ``check_function`` on the cell's cases."""
+    import contextlib
+    import io
+
+    from .grading import FAIL, PASS, check_function
+
+    label_of = f"{where} {c.name}"
+    ns = dict(base)
+    try:
+        exec(compile(ast.Module(list(c.before), []), label_of, "exec"), ns)
+        reference = eval(compile(ast.Expression(c.arg(1, "reference")), label_of, "eval"), ns)
+        cases = eval(compile(ast.Expression(c.arg(2, "cases")), label_of, "eval"), ns)
+    except Exception as exc:
+        return [f"{label_of}: the cell's reference or cases raised {type(exc).__name__}: {exc}"]
+
+    def verdict(fn, **tol) -> tuple[str, str]:
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            check_function(fn, reference, cases, name=c.name, **tol)
+        line = buf.getvalue().strip().splitlines()[0]
+        return line.split(":")[0], line
+
+    problems = []
+    tol_text = ", ".join(f"{k}={v:g}" for k, v in c.tolerance.items()) or "default tolerance"
+    for kind, label, fn in methods:
+        head = f"{label_of}: {kind} method {label!r}"
+        if kind == "wrong" and verdict(fn, rtol=1e-12, atol=0.0)[0] == PASS:
+            problems.append(f"{head} matches the reference on every case: the cases cannot tell "
+                            "it apart from the right method")
+            continue
+        got, line = verdict(fn, **c.tolerance)
+        should = FAIL if kind == "wrong" else PASS
+        if got != should:
+            problems.append(f"{head} does not {should} ({tol_text}): the checker says {line!r}")
+    return problems
+
+
 def audit_methods(path: Path, seeds=range(200)) -> tuple[list[str], int]:
     """Check a solutions notebook's tolerances against its listed methods, over many seeds.
 
@@ -378,87 +482,35 @@ def audit_methods(path: Path, seeds=range(200)) -> tuple[list[str], int]:
     :func:`scaling_lib.grading.assess`, the comparison ``check`` prints. An exercise that draws
     nothing is evaluated once.
 
+    For a ``check_function`` exercise a method takes the student's function's arguments; the real
+    ``check_function`` runs it on the cell's cases (the cell's own definitions and imports run
+    first): a wrong method must FAIL (and must not match the reference on every case), an
+    accepted one PASS.
+
     Returns (problems, number of methods checked); each problem names the exercise, the method,
     the first failing seed with its parameters, and the numbers involved.
     """
     import nbformat
-
-    from .grading import FAIL, PASS, assess
 
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
     checks = graded_checks(nb, path.name)
     base = exercise_namespace(nb, path.name)
     wrong, accepted = _methods(base)
-    by_name = {c.name: c for c in checks}
-    problems = []
-    for table, listed in (("WRONG_METHODS", wrong), ("ACCEPTED_METHODS", accepted)):
-        for ex in listed:
-            if ex not in by_name:
-                problems.append(f"{path.name}: {table} lists {ex!r}, which no graded cell checks "
-                                f"(graded: {', '.join(by_name)})")
-            elif by_name[ex].kind != "check":
-                problems.append(f"{path.name}: {table} lists {ex!r}, a check_function exercise; "
-                                "methods are for check(...) exercises")
+    names = [c.name for c in checks]
+    problems = [f"{path.name}: {table} lists {ex!r}, which no graded cell checks (graded: "
+                f"{', '.join(names)})"
+                for table, listed in (("WRONG_METHODS", wrong), ("ACCEPTED_METHODS", accepted))
+                for ex in listed if ex not in names]
     n_methods = 0
     for c in checks:
-        if c.kind != "check":
-            continue
-        tol = c.tolerance
-        tol_text = ", ".join(f"{k}={v:g}" for k, v in tol.items()) or "default tolerance"
-        draw_code = compile(ast.Module([c.draw], []), f"{path.name} {c.name}", "exec") \
-            if c.draw else None
-        want_code = compile(ast.Expression(c.expected), f"{path.name} {c.name}", "eval")
         methods = [("wrong", label, fn) for label, fn in wrong.get(c.name, {}).items()]
         methods += [("accepted", label, fn) for label, fn in accepted.get(c.name, {}).items()]
         n_methods += len(methods)
-        stats = {label: {"bad": 0, "same": 0, "first": None} for _, label, _ in methods}
-        key_problem = None
-        runs = list(seeds) if draw_code else [None]
-        for seed in runs:
-            ns = dict(base, SEED=seed)
-            try:
-                if draw_code:
-                    exec(draw_code, ns)
-                p = ns[c.param] if c.param else None
-                want = eval(want_code, ns)
-                verdict, msg = assess(want, want, **tol)
-            except Exception as exc:
-                key_problem = key_problem or (f"{path.name} {c.name}: the key raised "
-                                              f"{type(exc).__name__}: {exc} at seed {seed}")
-                continue
-            if verdict != PASS:
-                key_problem = key_problem or (f"{path.name} {c.name}: the key's own answer "
-                                              f"{want!r} does not pass at seed {seed}: {msg}")
-            for kind, label, fn in methods:
-                st = stats[label]
-                try:
-                    got = _apply(fn, p, c.draw is not None)
-                except Exception as exc:
-                    st["bad"] += 1
-                    st["first"] = st["first"] or (seed, p, f"raised {type(exc).__name__}: {exc}")
-                    continue
-                if kind == "wrong" and assess(got, want, rtol=1e-12)[0] == PASS:
-                    st["same"] += 1
-                    continue
-                verdict, msg = assess(got, want, **tol)
-                if verdict != (FAIL if kind == "wrong" else PASS):
-                    st["bad"] += 1
-                    st["first"] = st["first"] or (seed, p, f"gives {got!r}, the key {want!r}; "
-                                                  f"the checker says {verdict}: {msg}")
-        if key_problem:
-            problems.append(key_problem)
-        for kind, label, _ in methods:
-            st, n = stats[label], len(runs)
-            head = f"{path.name} {c.name}: {kind} method {label!r}"
-            if st["bad"]:
-                seed, p, what = st["first"]
-                should = "FAIL" if kind == "wrong" else "PASS"
-                problems.append(f"{head} does not {should} in {st['bad']} of {n} seeds "
-                                f"({tol_text}); first at seed {seed} ({p!r}): it {what}")
-            if kind == "wrong" and st["same"] * 2 > n:
-                problems.append(f"{head} equals the key's answer in {st['same']} of {n} seeds: "
-                                "the exercise cannot tell it apart from the right method")
+        if c.kind == "check":
+            problems += _audit_check(c, base, methods, seeds, path.name)
+        elif methods:
+            problems += _audit_function(c, base, methods, path.name)
     return problems, n_methods
 
 

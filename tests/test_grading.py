@@ -434,12 +434,14 @@ def test_audit_passes_when_wrong_methods_fail_and_accepted_ones_pass(tmp_path, m
         WRONG_METHODS = {"9.1": {"forgot the 2": lambda p: p.x,
                                  "2% high": lambda p: 2.04 * p.x,
                                  "right only when x < 15": lambda p: 2 * p.x if p.x < 15 else 0},
-                         "9.2": {"one off": lambda: 6}}
+                         "9.2": {"one off": lambda: 6},
+                         "9.3": {"forgot the 2": lambda x: x}}
         ACCEPTED_METHODS = {"9.1": {"rounded to 0.1": lambda p: round(2 * p.x, 1)},
-                            "9.2": {"seven and a bit": lambda p: 7.3}}
+                            "9.2": {"seven and a bit": lambda p: 7.3},
+                            "9.3": {"as a float": lambda x: 2.0 * x}}
         """)
     problems, n = audit_methods(path, range(50))
-    assert problems == [] and n == 6
+    assert problems == [] and n == 8
 
 
 def test_audit_reports_each_kind_of_problem_with_seed_and_numbers(tmp_path, monkeypatch):
@@ -447,15 +449,19 @@ def test_audit_reports_each_kind_of_problem_with_seed_and_numbers(tmp_path, monk
         WRONG_METHODS = {"9.1": {"half a percent high": lambda p: 2.01 * p.x,
                                  "right unless x > 90": lambda p: 2 * p.x if p.x <= 90 else 0},
                          "9.2": {"seven": lambda: 7.0},
-                         "9.3": {"implement": lambda p: 0},
+                         "9.3": {"x + x": lambda x: x + x},
                          "9.9": {"typo": lambda p: 0}}
         ACCEPTED_METHODS = {"9.1": {"3% high": lambda p: 2.06 * p.x,
-                                    "crashes": lambda p: p.nope}}
+                                    "crashes": lambda p: p.nope},
+                            "9.3": {"1% high": lambda x: 2.02 * x}}
         """)
     problems, n = audit_methods(path, range(40))
     text = "\n".join(problems)
     assert "'9.9', which no graded cell checks" in text
-    assert "'9.3', a check_function exercise" in text
+    assert "9.3: wrong method 'x + x' matches the reference on every case" in text
+    assert ("9.3: accepted method '1% high' does not PASS (default tolerance): the checker says "
+            "'FAIL: 9.3: case 1 (1): got 2.02, close, but outside the 1e-06 relative tolerance: "
+            "about 1% too large'") in text
     first = draw(0, "9.1", x=(10.0, 100.0))
     assert (f"9.1: wrong method 'half a percent high' does not FAIL in 40 of 40 seeds (rtol=0.01); "
             f"first at seed 0 ({first!r}): it gives {2.01 * first.x!r}, the key "
@@ -465,7 +471,7 @@ def test_audit_reports_each_kind_of_problem_with_seed_and_numbers(tmp_path, monk
     assert "9.1: accepted method '3% high' does not PASS in 40 of 40 seeds" in text
     assert "close, but outside the 1% tolerance" in text
     assert "accepted method 'crashes' does not PASS" in text and "raised AttributeError" in text
-    assert len(problems) == 7, text
+    assert len(problems) == 8, text
 
 
 def test_audit_reports_a_key_that_fails_its_own_check(tmp_path, monkeypatch):
