@@ -375,7 +375,8 @@ def _apply(fn, p, drawn: bool):
     return fn(p)
 
 
-def _audit_check(c: GradedCheck, base: dict, methods: list, seeds, where: str) -> list[str]:
+def _audit_check(c: GradedCheck, base: dict, methods: list, seeds, where: str,
+                 max_same: float) -> list[str]:
     """Problems of one ``check(...)`` exercise: its key and its methods over ``seeds``."""
     from .grading import FAIL, PASS, assess
 
@@ -427,7 +428,7 @@ def _audit_check(c: GradedCheck, base: dict, methods: list, seeds, where: str) -
             should = "FAIL" if kind == "wrong" else "PASS"
             problems.append(f"{head} does not {should} in {st['bad']} of {n} seeds "
                             f"({tol_text}); first at seed {seed} ({p!r}): it {what}")
-        if kind == "wrong" and st["same"] * 2 > n:
+        if kind == "wrong" and st["same"] > max_same * n:
             problems.append(f"{head} equals the key's answer in {st['same']} of {n} seeds: "
                             "the exercise cannot tell it apart from the right method")
     return problems
@@ -472,13 +473,13 @@ def _audit_function(c: GradedCheck, base: dict, methods: list, where: str) -> li
     return problems
 
 
-def audit_methods(path: Path, seeds=range(200)) -> tuple[list[str], int]:
+def audit_methods(path: Path, seeds=range(200), max_same: float = 0.5) -> tuple[list[str], int]:
     """Check a solutions notebook's tolerances against its listed methods, over many seeds.
 
     For each graded ``check`` exercise and each seed: the key's own answer must PASS; each
     ``WRONG_METHODS`` entry must FAIL (seeds where it equals the key's answer within 1e-12 are
-    skipped, but coinciding in more than half the seeds is itself a problem: the exercise cannot
-    tell the method apart); each ``ACCEPTED_METHODS`` entry must PASS. The verdicts come from
+    skipped, but coinciding in more than ``max_same`` of the seeds, half by default, is itself a
+    problem: the exercise cannot tell the method apart); each ``ACCEPTED_METHODS`` entry must PASS. The verdicts come from
     :func:`scaling_lib.grading.assess`, the comparison ``check`` prints. An exercise that draws
     nothing is evaluated once.
 
@@ -508,7 +509,7 @@ def audit_methods(path: Path, seeds=range(200)) -> tuple[list[str], int]:
         methods += [("accepted", label, fn) for label, fn in accepted.get(c.name, {}).items()]
         n_methods += len(methods)
         if c.kind == "check":
-            problems += _audit_check(c, base, methods, seeds, path.name)
+            problems += _audit_check(c, base, methods, seeds, path.name, max_same)
         elif methods:
             problems += _audit_function(c, base, methods, path.name)
     return problems, n_methods

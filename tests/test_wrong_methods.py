@@ -25,11 +25,12 @@ from scaling_lib.exercises import audit_methods, listed_methods
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 SEEDS = range(200)
+MAX_SAME = 0.5  # a wrong method may equal the key's answer in at most this share of the seeds
 
 
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
 def test_wrong_methods_fail_and_accepted_methods_pass(path):
-    problems, _ = audit_methods(path, SEEDS)
+    problems, _ = audit_methods(path, SEEDS, MAX_SAME)
     assert not problems, "\n".join(problems)
 
 
