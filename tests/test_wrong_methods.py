@@ -10,7 +10,10 @@ The protocol, for every graded ``check(...)`` exercise of ``solutions/*.ipynb``:
   answer that method gives;
 - for seeds 0..199 the key's own answer PASSes, every wrong method FAILs (seeds where it equals
   the key's answer are skipped, unless that happens in more than half of them) and every accepted
-  method PASSes, as judged by ``scaling_lib.grading.assess``, the comparison ``check`` prints.
+  method PASSes, as judged by ``scaling_lib.grading.assess``, the comparison ``check`` prints;
+- for a ``check_function`` exercise a method takes the arguments of the student's function and the
+  real ``check_function`` runs it on the cell's cases: a wrong one must FAIL (and must not match
+  the reference on every case), an accepted one must PASS.
 
 The machinery (``scaling_lib.exercises.audit_methods``) is tested on a synthetic notebook in
 ``tests/test_grading.py``.
