@@ -28,7 +28,11 @@ from scaling_lib.exercises import audit_methods, listed_methods
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 SEEDS = range(200)
-MAX_SAME = 0.5  # a wrong method may equal the key's answer in at most this share of the seeds
+# A wrong method may equal the key's answer in at most this share of the seeds. Many pitfalls
+# belong to some of the drawn choices only (v6e's 256-wide MXU, wraparound on full axes, a
+# yes/no verdict far from the ridge), so they coincide on the others; one that coincides in
+# more than 90% of draws is not a pitfall the exercise tests, and should not be listed.
+MAX_SAME = 0.9
 
 
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)

@@ -107,10 +107,6 @@ def _int8_gib(p):
     return _crit_gib(p) / 2
 
 
-def _bound_intensity_about_b(p):  # 1.5 with I ≈ B instead of the exact count
-    return bool(p.B > _acc(p).critical_intensity("bf16"))
-
-
 def _bound_sparse(p):  # 1.5 against the sparsity peak's ridge
     acc = _acc(p)
     return bool(roofline.matmul_intensity(p.B, p.D, p.F) > 2 * acc.critical_intensity("bf16"))
@@ -152,8 +148,7 @@ WRONG_METHODS = {
     "1.3": {"GB/s read as GiB/s": _crit_gib, "sparsity peak (2x dense)": _crit_sparse},
     "1.4": {"bf16 critical batch (weight bytes ignored)": _int8_unchanged,
             "GB/s read as GiB/s": _int8_gib},
-    "1.5": {"I ≈ B instead of the exact count": _bound_intensity_about_b,
-            "sparsity peak (2x dense)": _bound_sparse},
+    "1.5": {"sparsity peak (2x dense)": _bound_sparse},
     "1.6": {"max (perfect overlap) instead of the sum": _no_overlap_max,
             "sparsity peak (2x dense)": _no_overlap_sparse,
             "bytes = FLOPs x intensity": _no_overlap_bytes_as_intensity_times_flops},
