@@ -297,3 +297,26 @@ def test_collective_matmul_equals_the_plain_result(jx):
     # the ppermutes move what the AllGather would receive: (n - 1) / n of V per device
     assert sum(c.operand_bytes * c.count for c in cs) == \
         C.collective_bytes("all-gather", m.nbytes, n).received_bytes
+
+
+def test_explicit_sharding_needs_an_out_sharding_where_ambiguous(jx):
+    """Explicit mode (sharding in types), where the installed JAX has it: case 4 is refused
+    without out_sharding, and with it compiles to the predicted AllGather of B."""
+    jax, sim = jx
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    if not (hasattr(jax.sharding, "AxisType") and hasattr(jax.sharding.AxisType, "Explicit")
+            and hasattr(jax, "set_mesh")):
+        pytest.skip(f"jax {jax.__version__} has no explicit sharding")
+    mesh = jax.make_mesh((8,), ("X",), axis_types=(jax.sharding.AxisType.Explicit,),
+                         devices=jax.devices("cpu")[:8])
+    A, B = _operands()
+    with jax.set_mesh(mesh):
+        a = jax.device_put(A, NamedSharding(mesh, P("X", None)))
+        b = jax.device_put(B, NamedSharding(mesh, P(None, "X")))
+        with pytest.raises(Exception, match="shard"):
+            jnp.matmul(a, b)
+        f = jax.jit(lambda a, b: jnp.matmul(a, b, out_sharding=P("X", None)))
+        np.testing.assert_allclose(np.asarray(f(a, b)), A @ B, rtol=1e-5, atol=1e-5)
+        m = S.sharded_matmul(I_, J_, K_, ("X", None), (None, "X"), {"X": 8}, dtype="fp32")
+        assert _emitted(sim.collectives_in(f, a, b)) == _predicted(m)
