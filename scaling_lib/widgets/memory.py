@@ -17,7 +17,7 @@ PART_COLORS = {"parameters": "#4c72b0", "gradients": "#55a868", "optimizer": "#c
 
 
 def plot_training_memory(ax, cfg, plans, B=None, T=4096, accelerator="h100", *,
-                         recipe: str = "mixed", flash_attention: bool = False):
+                         recipe: str = "mixed", flash_attention: bool = True):
     """Stacked per-device memory for each ``(label, ParallelPlan)`` in ``plans``, in GB.
 
     ``B`` is the global batch in sequences (default: each plan's dp · micro_batch). Bars that do
@@ -74,7 +74,7 @@ def explorer(model="llama3-70b", accelerator="h100"):
     rec_w = w.Dropdown(options=["none", "selective", "full"], value="none",
                        description="recompute")
     sp_w = w.Checkbox(value=False, description="sequence parallel")
-    flash_w = w.Checkbox(value=False, description="FlashAttention")
+    flash_w = w.Checkbox(value=True, description="FlashAttention")
     out = w.Output()
 
     def redraw(*_):
