@@ -426,23 +426,44 @@ def selective_recompute_overhead(cfg, T, *, convention: str = "forward"):
 
 def offloaded_state_bytes(n_params, dp=1, *, recipe: str = "mixed",
                           optimizer: str = "adam") -> Breakdown:
-    """Model states per rank with the optimizer offloaded to the CPU (ZeRO-Offload).
+    """Model states per rank with the optimizer offloaded to the CPU (ZeRO-Offload), by place.
 
     ZeRO-Offload (Ren et al. 2021, section 4) keeps only the 16-bit parameters on the device
     (p·Ψ bytes); the gradients (g·Ψ) and the fp32 master copy and optimizer states (o·Ψ) live in
     host memory, partitioned over the N_d data-parallel ranks as in ZeRO-2, and the CPU runs
-    the optimizer step. Every step moves the gradients down and the updated parameters back
-    over PCIe: ``pcie per step`` = (g + p)·Ψ/N_d bytes each way in total. Broadcasts.
+    the optimizer step. Broadcasts over n_params and dp.
 
     >>> b = offloaded_state_bytes(7.5e9)
-    >>> b["device"] / 1e9, b["host"] / 1e9, b["pcie per step"] / 1e9
-    (15.0, 105.0, 30.0)
+    >>> b["device"] / 1e9, b["host"] / 1e9
+    (15.0, 105.0)
     """
     n = check_positive("n_params", n_params)
     nd = check_positive("dp", dp)
     p, g, o = _recipe(recipe, optimizer)
-    return Breakdown({"device": _out(p * n * np.ones_like(nd * 1.0)), "host": _out((g + o) * n / nd),
-                      "pcie per step": _out((g + p) * n / nd)}, unit="bytes")
+    return Breakdown({"device": _out(p * n * np.ones(np.shape(nd))),
+                      "host": _out((g + o) * n / nd)}, unit="bytes")
+
+
+def offload_transfer_time(n_params, dp=1, *, pcie_bytes_per_s=None, recipe: str = "mixed",
+                          optimizer: str = "adam"):
+    """Seconds per step the offloaded optimizer spends on PCIe: max(g·Ψ, p·Ψ) / (N_d · W).
+
+    Each step sends the rank's gradient shard down to the host (g·Ψ/N_d bytes) and the updated
+    16-bit parameters back (p·Ψ/N_d); PCIe is full duplex, so the slower direction sets the
+    time. ZeRO-Offload overlaps it with the backward pass. ``pcie_bytes_per_s``: one-way
+    bandwidth (default PCIe 5.0 x16, :func:`scaling_lib.collectives.pcie_bytes_per_s`).
+
+    >>> round(float(offload_transfer_time(7.5e9)), 3)  # 15 GB each way at 63 GB/s
+    0.238
+    """
+    from . import collectives
+
+    n = check_positive("n_params", n_params)
+    nd = check_positive("dp", dp)
+    w = collectives.pcie_bytes_per_s(5, 16) if pcie_bytes_per_s is None else \
+        check_positive("pcie_bytes_per_s", pcie_bytes_per_s)
+    p, g, _ = _recipe(recipe, optimizer)
+    return _out(max(p, g) * n / (nd * w))
 
 
 def _layer_params(c, plan: ParallelPlan) -> float:

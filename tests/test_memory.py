@@ -297,6 +297,10 @@ def test_offload_keeps_only_16_bit_weights_on_device():
     assert b["device"] == 2 * 7.5e9
     assert math.isclose(b["host"], 14 * 7.5e9 / 64)
     assert math.isclose(b["device"] + b["host"] * 64, mem.model_state_bytes(7.5e9).total)
+    from scaling_lib import collectives as co
+    assert math.isclose(mem.offload_transfer_time(7.5e9, 64),
+                        2 * 7.5e9 / 64 / co.pcie_bytes_per_s(5, 16))
+    assert mem.offload_transfer_time(7.5e9, pcie_bytes_per_s=1e9) == 15.0
 
 
 def test_gradient_accumulation_keeps_activations_per_micro_batch():
