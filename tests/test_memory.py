@@ -344,3 +344,26 @@ def test_memory_timeline_invariants(kw):
     np.testing.assert_allclose(m2.total, 1.1 * m.total)
     with pytest.raises(ValueError, match="pp=2"):
         mem.memory_timeline(c, ParallelPlan(pp=2), 4096)
+
+
+# ---- the chapter's figures (scaling_lib.widgets.memory) ----------------------------------------
+def test_memory_figures_draw_library_numbers():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from scaling_lib.widgets import memory as fig
+
+    _, axes = plt.subplots(1, 2)
+    plans = [("dp", ParallelPlan(dp=64)), ("z3", ParallelPlan(dp=64, zero=3))]
+    res = fig.plot_training_memory(axes[0], "llama3-70b", plans, None, 8192, ymax=240)
+    assert axes[0].get_yscale() == "linear" and axes[0].get_ylim()[1] == 240
+    want = mem.training_memory("llama3-70b", plans[1][1], 64, 8192)  # FlashAttention default
+    assert res[1][1].total == want.total
+    bars = [p for p in axes[0].patches if abs(p.get_x() + p.get_width() / 2 - 1) < 1e-9]
+    assert sum(b.get_height() for b in bars) == pytest.approx(want.total / 1e9)
+    clipped = [t.get_text() for t in axes[0].texts if "↑" in t.get_text()]
+    assert len(clipped) == 1  # only the plain data-parallel bar exceeds the cut
+    phases, m = fig.plot_memory_timeline(axes[1], "llama3-8b", ParallelPlan(dp=8, zero=3), 4096)
+    assert axes[1].get_ylim()[1] >= m.total.max() / 1e9
+    plt.close("all")
