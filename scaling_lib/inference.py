@@ -37,6 +37,8 @@ def expected_experts(E, k, B):
 
     >>> float(expected_experts(8, 2, 1)), round(float(expected_experts(8, 2, 16)), 2)
     (2.0, 7.92)
+
+    See: Chapter 8, "Mixture-of-experts decode reads only the experts it touches".
     """
     E = check_positive("E", E)
     k = check_positive("k", k)
@@ -145,6 +147,8 @@ def tp_decode_comm_time(cfg, B, tp, link=None, *, accelerator="h100", dtype="bf1
 
     >>> round(tp_decode_comm_time("llama3-70b", 1, 8) * 1e3, 2)  # ms: 160 all-reduces of 16 KB
     4.49
+
+    See: Chapter 8, "Tensor-parallel decode pays all-reduces".
     """
     c = _cfg(cfg)
     B = check_positive("B", B)

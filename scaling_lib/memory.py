@@ -385,6 +385,8 @@ def logits_bytes(cfg, B, T, tp=1, *, copies=1, chunks=1):
 
     >>> round(logits_bytes("llama3-8b", 1, 8192) / 1e9, 2)  # 4 · 8192 · 128256 bytes
     4.2
+
+    See: Chapter 6, "The logits".
     """
     c = models.get(cfg)
     B = check_positive("B", B)
@@ -410,6 +412,8 @@ def selective_recompute_overhead(cfg, T, *, convention: str = "forward"):
     0.027
     >>> round(float(selective_recompute_overhead("gpt3-175b", 2048)), 3)
     0.009
+
+    See: Chapter 6, "Activations".
     """
     from . import transformer
 
@@ -429,13 +433,15 @@ def offloaded_state_bytes(n_params, dp=1, *, recipe: str = "mixed",
     """Model states per rank with the optimizer offloaded to the CPU (ZeRO-Offload), by place.
 
     ZeRO-Offload (Ren et al. 2021, section 4) keeps only the 16-bit parameters on the device
-    (p·Ψ bytes); the gradients (g·Ψ) and the fp32 master copy and optimizer states (o·Ψ) live in
-    host memory, partitioned over the N_d data-parallel ranks as in ZeRO-2, and the CPU runs
+    (p·Ψ bytes); the gradients (g·Ψ) and the fp32 master copy and optimizer states (o·Ψ) live
+    in host memory, partitioned over the N_d data-parallel ranks as in ZeRO-2, and the CPU runs
     the optimizer step. Broadcasts over n_params and dp.
 
     >>> b = offloaded_state_bytes(7.5e9)
     >>> b["device"] / 1e9, b["host"] / 1e9
     (15.0, 105.0)
+
+    See: Chapter 6, "Offloading and 8-bit optimizers".
     """
     n = check_positive("n_params", n_params)
     nd = check_positive("dp", dp)
@@ -455,6 +461,8 @@ def offload_transfer_time(n_params, dp=1, *, pcie_bytes_per_s=None, recipe: str 
 
     >>> round(float(offload_transfer_time(7.5e9)), 3)  # 15 GB each way at 63 GB/s
     0.238
+
+    See: Chapter 6, "Offloading and 8-bit optimizers".
     """
     from . import collectives
 
@@ -508,6 +516,8 @@ def memory_timeline(cfg, plan: ParallelPlan | None = None, T=2048, *, recipe: st
     >>> phases, m = memory_timeline("llama3-8b", ParallelPlan(dp=8, zero=3), 4096)
     >>> phases[int(np.argmax(m.total))]   # the peak: the loss, with every activation stored
     'loss'
+
+    See: Chapter 6, "A memory timeline over one step".
     """
     c = models.get(cfg)
     plan = ParallelPlan() if plan is None else plan
@@ -519,8 +529,7 @@ def memory_timeline(cfg, plan: ParallelPlan | None = None, T=2048, *, recipe: st
     T = float(check_positive("T", T))
     frag = check_positive("fragmentation", fragmentation, allow_zero=True)
     bucket = check_positive("bucket_bytes", bucket_bytes, allow_zero=True)
-    m = training_memory(c, plan.with_changes(micro_batch=plan.micro_batch), plan.dp *
-                        plan.micro_batch, T, recipe=recipe, optimizer=optimizer,
+    m = training_memory(c, plan, plan.dp * plan.micro_batch, T, recipe=recipe, optimizer=optimizer,
                         flash_attention=flash_attention, dtype=dtype)
     p_b, g_b, _ = _recipe(recipe, optimizer)
     L = c.L
@@ -553,7 +562,8 @@ def memory_timeline(cfg, plan: ParallelPlan | None = None, T=2048, *, recipe: st
     buck[L + 2:2 * L + 2] = grad_bucket
     grads[-1] = float(m["gradients"])
     fixed = np.ones(n)
-    parts = {"parameters": float(m["parameters"]) * fixed, "optimizer": float(m["optimizer"]) * fixed,
+    parts = {"parameters": float(m["parameters"]) * fixed,
+             "optimizer": float(m["optimizer"]) * fixed,
              "gradients": grads, "activations": acts, "gather buffers": gath,
              "gradient buckets": buck, "logits": logit}
     allocated = sum(parts.values())
