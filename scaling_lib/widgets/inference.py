@@ -76,7 +76,8 @@ def plot_decode_time(ax, model="llama3-70b", accelerator="h100", n_devices=8,
 
 
 def explorer(model="llama3-70b", accelerator="h100", n_devices=8):
-    """Decode step time against batch: pick model, chip, devices and context length."""
+    """Decode step time against batch: pick model, chip, devices and context length, and
+    whether to add the tensor-parallel all-reduces (tp = the number of devices)."""
     import ipywidgets as w
     import matplotlib.pyplot as plt
 
@@ -87,6 +88,7 @@ def explorer(model="llama3-70b", accelerator="h100", n_devices=8):
                        value=accelerator, description="chip")
     n_w = w.IntSlider(value=n_devices, min=1, max=64, description="devices")
     s_w = w.IntText(value=8192, description="context S")
+    tp_w = w.Checkbox(value=False, description="tensor-parallel all-reduces")
     out = w.Output()
 
     def redraw(*_):
@@ -96,13 +98,14 @@ def explorer(model="llama3-70b", accelerator="h100", n_devices=8):
                 print("the context must hold at least one token")
                 return
             fig, ax = plt.subplots(figsize=(7, 4))
-            plot_decode_time(ax, model_w.value, acc_w.value, n_w.value, contexts=(s_w.value,))
+            plot_decode_time(ax, model_w.value, acc_w.value, n_w.value, contexts=(s_w.value,),
+                             tp=n_w.value if tp_w.value else 1)
             plt.show()
             fits = inference.max_cached_tokens(model_w.value, acc_w.value, n_w.value)
             print(f"KV cache room next to the weights: {fits:,.0f} tokens "
                   f"= {fits / s_w.value:,.1f} sequences of {s_w.value:,} tokens")
 
-    for ctl in (model_w, acc_w, n_w, s_w):
+    for ctl in (model_w, acc_w, n_w, s_w, tp_w):
         ctl.observe(redraw, names="value")
     redraw()
-    return w.VBox([w.HBox([model_w, acc_w]), w.HBox([n_w, s_w]), out])
+    return w.VBox([w.HBox([model_w, acc_w]), w.HBox([n_w, s_w, tp_w]), out])
