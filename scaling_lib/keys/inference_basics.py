@@ -151,3 +151,22 @@ WRONG_METHODS = {
     "8.11": {"keys only (no factor 2 for values)": _kv_forgot_two},
     "8.12": {"weights forgotten": _sequences_no_weights},
 }
+
+
+def moe_weights_read(p):
+    """Ex 8.13: bf16 weight bytes a decode step of p.B tokens reads from p.model (uniform routing)."""
+    return inference.weight_bytes_read(p.model, "bf16", p.B)
+
+
+WRONG_METHODS["8.13"] = {
+    "every expert read": lambda p: inference.weight_bytes_read(p.model),
+    "B·k experts, no overlap": lambda p: _no_overlap(p),
+}
+
+
+def _no_overlap(p):
+    cfg = models.get(p.model)
+    touched = min(p.B * cfg.k, cfg.E)
+    every = inference.weight_bytes_read(cfg)
+    routed = 2 * transformer.param_count(cfg)["experts"]
+    return every - routed + routed * touched / cfg.E

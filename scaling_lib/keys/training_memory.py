@@ -203,3 +203,15 @@ WRONG_METHODS = {
     "6.11": {"stage k shards only its own kind of state": _zero_shards_only_own_kind},
     "6.12": {"sequence parallelism ignored": _sp_ignored},
 }
+
+
+def logits_memory(p):
+    """Ex 6.13: bytes of the fp32 logits one device keeps (micro-batch p.b, T = p.T, tp = p.tp)."""
+    return memory.logits_bytes(p.model, p.b, p.T, p.tp)
+
+
+WRONG_METHODS["6.13"] = {
+    "bf16 logits (2 bytes)": lambda p: logits_memory(p) / 2,
+    "vocabulary not split over tp": lambda p: memory.logits_bytes(p.model, p.b, p.T),
+    "GiB instead of GB (bytes read as 2^30)": lambda p: logits_memory(p) / 2**30 * 1e9,
+}
