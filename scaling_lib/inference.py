@@ -153,6 +153,8 @@ def tp_decode_comm_time(cfg, B, tp, link=None, *, accelerator="h100", dtype="bf1
     c = _cfg(cfg)
     B = check_positive("B", B)
     tp = check_positive("tp", tp)
+    if np.any(np.asarray(tp) != np.round(tp)):
+        raise ValueError(f"tp={tp!r} must be a whole number of devices (1, 2, 4, 8, ...)")
     if np.all(np.asarray(tp) == 1):
         return _out(0.0 * B)
     if link is None:

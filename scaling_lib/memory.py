@@ -528,6 +528,9 @@ def memory_timeline(cfg, plan: ParallelPlan | None = None, T=2048, *, recipe: st
                          "use pp=1 (training_memory covers pipeline schedules)")
     T = float(check_positive("T", T))
     frag = check_positive("fragmentation", fragmentation, allow_zero=True)
+    if frag > 1:
+        raise ValueError(f"fragmentation={fragmentation!r} is a fraction of the allocated bytes; "
+                         "choose a value in [0, 1]")
     bucket = check_positive("bucket_bytes", bucket_bytes, allow_zero=True)
     m = training_memory(c, plan, plan.dp * plan.micro_batch, T, recipe=recipe, optimizer=optimizer,
                         flash_attention=flash_attention, dtype=dtype)
@@ -545,7 +548,7 @@ def memory_timeline(cfg, plan: ParallelPlan | None = None, T=2048, *, recipe: st
     layer = _layer_params(c, plan)
     gather = 2 * p_b * layer if plan.zero >= 3 else 0.0
     grad_bucket = (g_b * layer if plan.zero >= 2 else bucket) if plan.dp > 1 else 0.0
-    logits = float(logits_bytes(c, plan.micro_batch, tokens, plan.tp, copies=loss_copies))
+    logits = float(logits_bytes(c, plan.micro_batch, T / plan.cp, plan.tp, copies=loss_copies))
     phases = ["start", *[f"fwd {i}" for i in range(1, L + 1)], "loss",
               *[f"bwd {i}" for i in range(L, 0, -1)], "optimizer"]
     n = len(phases)

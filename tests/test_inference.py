@@ -181,3 +181,10 @@ def test_decode_figure_marks_where_the_cache_stops_fitting():
     markers = [ln for ln in ax.get_lines() if ln.get_marker() == "x" and len(ln.get_xdata())]
     assert markers and markers[0].get_xdata()[0] == pytest.approx(fit[8192])
     plt.close("all")
+
+
+def test_new_function_errors():
+    with pytest.raises(ValueError, match="tp=2.5"):
+        inf.tp_decode_comm_time("llama3-70b", 1, 2.5)
+    with pytest.raises(ValueError, match="B="):
+        inf.expected_experts(8, 2, 0)

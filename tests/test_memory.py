@@ -323,12 +323,13 @@ def test_context_parallelism_divides_activations():
 
 
 @pytest.mark.parametrize("kw", [dict(dp=8, zero=3), dict(dp=8, zero=1), dict(),
-                                dict(dp=4, zero=2, recompute="full")])
+                                dict(dp=4, zero=2, recompute="full"),
+                                dict(dp=2, zero=3, micro_batch=2, tp=2, sequence_parallel=True)])
 def test_memory_timeline_invariants(kw):
     c = models.get("llama3-8b")
     plan = ParallelPlan(**kw)
     phases, m = mem.memory_timeline(c, plan, 4096, loss_copies=1)
-    full = mem.training_memory(c, plan, plan.dp, 4096)
+    full = mem.training_memory(c, plan, plan.dp * plan.micro_batch, 4096)
     assert len(phases) == 2 * c.L + 3 and phases[0] == "start" and phases[-1] == "optimizer"
     i_loss = phases.index("loss")
     # at the loss: every activation and the kept logits, no gradients yet
@@ -344,6 +345,8 @@ def test_memory_timeline_invariants(kw):
     np.testing.assert_allclose(m2.total, 1.1 * m.total)
     with pytest.raises(ValueError, match="pp=2"):
         mem.memory_timeline(c, ParallelPlan(pp=2), 4096)
+    with pytest.raises(ValueError, match="fragmentation=1.5"):
+        mem.memory_timeline(c, plan, 4096, fragmentation=1.5)
 
 
 # ---- the chapter's figures (scaling_lib.widgets.memory) ----------------------------------------
