@@ -9,7 +9,10 @@ value is read once (used only by its own sequence):
 with W the matmul weights touched per token (Chapter 5), w and a the bytes per weight and per
 cache element. The weights give an intensity of about 2B/w, the cache about N/K FLOPs per byte
 in bf16, whatever the batch: far below the few hundred a modern accelerator needs, which is why
-decoding is memory-bound. Activations, norms, sampling and communication are left out.
+decoding is memory-bound. W_read counts every weight of a dense model; a mixture-of-experts step
+reads only the experts its B tokens are expected to touch, E·(1 - (1 - k/E)^B) per layer under
+uniform routing. Tensor parallelism adds 2·L latency-bound all-reduces per step when asked for
+(``tp=``). Activations, norms, sampling and other communication are left out.
 
 See: Chapter 8, "Inference basics".
 """

@@ -14,7 +14,11 @@ micro-batch b, width h, a heads and tensor parallelism t,
     full recomputation          2·s·b·h   (the layer's input only)
 
 bytes for a GPT layer with 16-bit activations and dropout. Here each term is derived for any
-config (GQA, gated MLP, MoE, MLA, no dropout, FlashAttention), and reduces to those formulas.
+config (GQA, gated MLP, MoE, MLA, no dropout, FlashAttention), and reduces to those formulas
+with ``flash_attention=False``. FlashAttention is the default everywhere (modern practice: the
+T x T scores are never stored). Around them: the fp32 logits (:func:`logits_bytes`), the cost of
+selective recomputation (:func:`selective_recompute_overhead`), CPU offload
+(:func:`offloaded_state_bytes`) and memory over the phases of one step (:func:`memory_timeline`).
 
 See: Chapter 6, "Memory for training".
 """
