@@ -29,6 +29,8 @@ from .hlo import (
     collectives_in,
     compiled_text,
     cpu_collective_dtype,
+    emitted_totals,
+    full_array_bytes,
     hlo_shape_bytes,
     hlo_type,
     parse_hlo_collectives,
@@ -37,6 +39,7 @@ from .hlo import (
 from .step import StepResult, train_step
 
 __all__ = ["COLLECTIVE_OPCODES", "CPU_PROMOTED", "HLO_TYPE_BYTES", "Collective", "StepResult",
-           "collectives_in", "compiled_text", "cpu_collective_dtype", "hlo_shape_bytes",
+           "collectives_in", "compiled_text", "cpu_collective_dtype", "emitted_totals",
+           "full_array_bytes", "hlo_shape_bytes",
            "hlo_type", "make_mesh", "notation", "parse_hlo_collectives", "parse_replica_groups",
            "shard", "show_sharding", "train_step", "use_cpu_devices"]

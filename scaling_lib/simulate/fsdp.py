@@ -23,8 +23,9 @@ GATHERED = "fsdp_gathered"
 
 def fetch(jax, lax, w, zero_dim, shard_axis):
     """ZeRO-3: all-gather a weight's shards over the shard group, named so remat drops it."""
-    full = lax.all_gather(w, shard_axis, axis=zero_dim, tiled=True)
-    return jax.ad_checkpoint.checkpoint_name(full, GATHERED)
+    from jax.ad_checkpoint import checkpoint_name
+
+    return checkpoint_name(lax.all_gather(w, shard_axis, axis=zero_dim, tiled=True), GATHERED)
 
 
 def remat(jax, fn):

@@ -257,3 +257,33 @@ def hlo_type(dtype) -> str:
         raise ValueError(f"dtype={dtype!r} has no known HLO element type")
     prefix = {"bfloat": "bf", "float": "f", "int": "s", "uint": "u", "complex": "c"}[m.group(1)]
     return f"{prefix}{m.group(2)}"
+
+
+def full_array_bytes(c: Collective) -> float:
+    """V of a compiled collective, the full array as the cost model states it (per device
+    buffers: an all-gather's result, an all-reduce's or reduce-scatter's operand, n times an
+    all-to-all's operand; a collective-permute's operand, the bytes each device sends).
+
+    >>> full_array_bytes(Collective("all-gather", 4, ((0, 1, 2, 3),), 64.0, 256.0))
+    256.0
+    """
+    if c.kind == "all-gather":
+        return c.result_bytes
+    if c.kind == "all-to-all":
+        return c.operand_bytes * c.group_size
+    return c.operand_bytes
+
+
+def emitted_totals(collectives) -> dict:
+    """Bytes per (kind, group_size) that a compiled program moves: sum of V · count, the form
+    of :func:`scaling_lib.parallelism.totals` (groups of one left out).
+
+    >>> emitted_totals([Collective("all-reduce", 2, ((0, 1),), 8.0, 8.0, count=3)])
+    {('all-reduce', 2): 24.0}
+    """
+    out: dict = {}
+    for c in collectives:
+        if c.group_size > 1 and c.count:
+            key = (c.kind, c.group_size)
+            out[key] = out.get(key, 0.0) + full_array_bytes(c) * c.count
+    return out

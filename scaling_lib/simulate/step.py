@@ -25,6 +25,9 @@ from .hlo import Collective, parse_hlo_collectives
 DTYPES = {"f32": "float32", "bf16": "bfloat16"}
 OPTIMIZERS = ("sgd", "adam")
 LR, BETAS, EPS = 0.1, (0.9, 0.999), 1e-8
+# Compile faster: these options only tune LLVM's code generation for the CPU, after XLA's HLO
+# passes have fixed which collectives run (the programs are tiny; speed is not measured).
+FAST_CODEGEN = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,7 @@ class StepResult:
 
 def check_supported(cfg, plan: ParallelPlan, B: int, T: int, dtype: str, optimizer: str):
     """Raise ValueError naming every part of (cfg, plan) that train_step does not simulate."""
-    from ..parallelism import collectives as _comms  # the strategies' own constraints
+    from ..parallelism import comms as _comms  # the strategies' own constraints
 
     if not isinstance(cfg, TransformerConfig):
         raise ValueError(f"cfg must be a TransformerConfig, got {cfg!r}")
@@ -137,7 +140,7 @@ def _compiled(cfg, plan, B, T, dtype, optimizer):
     dp_axes = tuple(a for a in ("dpr", "dps") if a in axes)
     ops = Ops(jax, cfg, plan, axes)
     lay = ops.layout
-    n_micro = plan.n_microbatches(B) if plan.dp > 1 or plan.micro_batch > 1 else 1
+    n_micro = plan.n_microbatches(B)
     S = sizes.get("dps", 1) if plan.zero else 1
 
     def spec(name, sharded):
@@ -157,14 +160,25 @@ def _compiled(cfg, plan, B, T, dtype, optimizer):
             return _model.loss_sum(jax, jnp, ops, cfg, w, tok, tgt) / (B * T)
 
         grad_fn = jax.value_and_grad(loss_fn)
-        mb = tokens.shape[0] // n_micro
-        loss, acc = 0.0, None
-        for i in range(n_micro):  # gradient accumulation over micro-batches
-            value, g = grad_fn(local, tokens[i * mb:(i + 1) * mb], targets[i * mb:(i + 1) * mb])
-            if plan.zero == 2 and "dps" in axes:  # stage 2 keeps only its shard of gradients
+        stage2 = plan.zero == 2 and "dps" in axes  # stage 2 keeps only its gradient shard
+
+        def micro(carry, batch):
+            value, g = grad_fn(local, *batch)
+            if stage2:
                 g = {k: _fsdp.reduce_scatter(lax, v, lay[k][2], "dps") for k, v in g.items()}
-            loss = loss + value
-            acc = g if acc is None else {k: acc[k] + g[k] for k in g}
+            if carry is None:
+                return value, g
+            return (carry[0] + value, {k: carry[1][k] + g[k] for k in g}), None
+
+        if n_micro == 1:
+            loss, acc = micro(None, (tokens, targets))
+        else:  # gradient accumulation: a loop over micro-batches
+            split = (tokens.reshape(n_micro, -1, T), targets.reshape(n_micro, -1, T))
+            zeros = {k: jnp.zeros_like(v) for k, v in local.items()}
+            if stage2:
+                zeros = {k: _fsdp.my_shard(lax, v, lay[k][2], "dps", S) for k, v in zeros.items()}
+            zero_loss = lax.pcast(jnp.zeros((), jnp.float32), dp_axes, to="varying")
+            (loss, acc), _ = lax.scan(micro, (zero_loss, zeros), split)
         if plan.zero == 0:
             grads = {k: _data.all_reduce(lax, v, dp_axes) for k, v in acc.items()}
             new = {k: _update(jnp, params[k], grads[k], optimizer) for k in params}
@@ -188,14 +202,14 @@ def _compiled(cfg, plan, B, T, dtype, optimizer):
         {k: jax.ShapeDtypeStruct(v[0], dt) for k, v in lay.items()},
         jax.ShapeDtypeStruct((B, T), jnp.int32), jax.ShapeDtypeStruct((B, T), jnp.int32))
     if not sizes:  # the one-device reference: no mesh, no collectives
-        return jax.jit(step).lower(*shapes).compile(), None
+        return jax.jit(step).lower(*shapes).compile(FAST_CODEGEN), None
     mesh = make_mesh(tuple(sizes.values()), tuple(sizes))
     pspec = {k: spec(k, plan.zero == 3) for k in lay}
     gspec = {k: spec(k, plan.zero >= 1) for k in lay}
     bspec = P(dp_axes or None, None)
     fn = jax.shard_map(step, mesh=mesh, in_specs=(pspec, bspec, bspec),
                        out_specs=(P(dp_axes or None), gspec, pspec))
-    return jax.jit(fn).lower(*shapes).compile(), mesh
+    return jax.jit(fn).lower(*shapes).compile(FAST_CODEGEN), mesh
 
 
 def train_step(cfg, plan: ParallelPlan | None = None, *, B: int, T: int, seed: int = 0,
