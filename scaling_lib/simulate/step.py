@@ -130,9 +130,8 @@ def _mesh_axes(plan):
     return {k: v for k, v in sizes.items() if v > 1}
 
 
-@functools.lru_cache(maxsize=64)
-def _compiled(cfg, plan, B, T, dtype, optimizer):
-    """(compiled step, mesh axes) for these settings; compiled once per process."""
+def _build(cfg, plan, B, T, dtype, optimizer):
+    """(step function, argument shapes, mesh or None) for these settings."""
     jax = _jax()
     jnp, lax, P = jax.numpy, jax.lax, jax.sharding.PartitionSpec
     sizes = _mesh_axes(plan)
@@ -202,14 +201,28 @@ def _compiled(cfg, plan, B, T, dtype, optimizer):
         {k: jax.ShapeDtypeStruct(v[0], dt) for k, v in lay.items()},
         jax.ShapeDtypeStruct((B, T), jnp.int32), jax.ShapeDtypeStruct((B, T), jnp.int32))
     if not sizes:  # the one-device reference: no mesh, no collectives
-        return jax.jit(step).lower(*shapes).compile(FAST_CODEGEN), None
+        return step, shapes, None
     mesh = make_mesh(tuple(sizes.values()), tuple(sizes))
     pspec = {k: spec(k, plan.zero == 3) for k in lay}
     gspec = {k: spec(k, plan.zero >= 1) for k in lay}
     bspec = P(dp_axes or None, None)
     fn = jax.shard_map(step, mesh=mesh, in_specs=(pspec, bspec, bspec),
                        out_specs=(P(dp_axes or None), gspec, pspec))
-    return jax.jit(fn).lower(*shapes).compile(FAST_CODEGEN), mesh
+    return fn, shapes, mesh
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(cfg, plan, B, T, dtype, optimizer):
+    """(compiled step, mesh or None) for these settings; compiled once per process."""
+    fn, shapes, mesh = _build(cfg, plan, B, T, dtype, optimizer)
+    return _jax().jit(fn).lower(*shapes).compile(FAST_CODEGEN), mesh
+
+
+def traced(cfg, plan, B, T, *, dtype="f32", optimizer="sgd"):
+    """The step's jaxpr: the collectives the program asks for, before XLA rewrites any."""
+    check_supported(cfg, plan, B, T, dtype, optimizer)
+    fn, shapes, _ = _build(cfg, plan, B, T, dtype, optimizer)
+    return _jax().make_jaxpr(fn)(*shapes)
 
 
 def train_step(cfg, plan: ParallelPlan | None = None, *, B: int, T: int, seed: int = 0,
