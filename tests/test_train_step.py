@@ -10,8 +10,8 @@ XLA:CPU rewrites accounted for explicitly (each named where it is applied):
   tuple all-reduces; totals per (kind, group size) are unchanged, which is why the comparison
   is on totals.
 - FSDP re-gather CSE and hoisting (zero=3): the program asks for each weight's all-gather in
-  the forward pass, again in the backward pass (the checkpoint policy refuses to save gathered
-  weights) and in every micro-batch; a host has no memory pressure, so XLA's CSE merges the
+  the forward pass, again in the backward pass (each layer is rematerialised, saving nothing)
+  and in every micro-batch; a host has no memory pressure, so XLA's CSE merges the
   backward re-gather into the forward one and loop-invariant code motion hoists it out of the
   micro-batch loop. The compiled program gathers each weight once per step: the prediction
   keeps the forward all-gather once and drops the backward one (``_as_xla_cpu_compiles``), and

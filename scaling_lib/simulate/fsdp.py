@@ -10,28 +10,33 @@ of the parameters (stage 3).
   micro-batch, since it keeps only its shard), each rank updates its shard, and the updated
   shards are all-gathered.
 - Stage 3 (FSDP): the weights stay sharded; a layer's weights are all-gathered before its
-  forward pass and again before its backward pass (they are not kept in between: the gathered
-  weight is the one thing the checkpoint policy refuses to save); ``jax.grad`` turns the
-  all-gather into the reduce-scatter of its gradient.
+  forward pass and again before its backward pass: each layer (and the output layer) is
+  rematerialised in the backward pass (``jax.checkpoint`` saving nothing of it), so nothing
+  gathered is kept between the passes; ``jax.grad`` turns the all-gather into the
+  reduce-scatter of its gradient. (XLA:CPU, with no memory pressure, may merge the re-gather
+  into the forward gather by CSE: see tests/test_train_step.py.)
 - HSDP (S < dp): the gradient shards are then all-reduced across the dp / S replicas.
 """
 
 from __future__ import annotations
 
-GATHERED = "fsdp_gathered"
-
 
 def fetch(jax, lax, w, zero_dim, shard_axis):
-    """ZeRO-3: all-gather a weight's shards over the shard group, named so remat drops it."""
-    from jax.ad_checkpoint import checkpoint_name
+    """ZeRO-3: all-gather a weight's shards over the shard group."""
+    return lax.all_gather(w, shard_axis, axis=zero_dim, tiled=True)
 
-    return checkpoint_name(lax.all_gather(w, shard_axis, axis=zero_dim, tiled=True), GATHERED)
+
+def _keep(prim, *_, **params) -> bool:
+    """Checkpoint policy: save activations, never a gathered weight nor what is cheaply derived
+    from one (a transpose, as the backward matmul uses, would otherwise be saved in its place)."""
+    if prim.name == "all_gather":
+        return "dps" not in tuple(params.get("axis_name", ()))
+    return prim.name not in ("transpose", "reduce_precision", "convert_element_type")
 
 
 def remat(jax, fn):
-    """Keep every activation for the backward pass except the gathered weights (re-gathered)."""
-    policy = jax.checkpoint_policies.save_anything_except_these_names(GATHERED)
-    return jax.checkpoint(fn, policy=policy)
+    """Keep ``fn``'s activations for the backward pass but re-gather its weights there."""
+    return jax.checkpoint(fn, policy=_keep)
 
 
 def reduce_scatter(lax, g, zero_dim, shard_axis):
