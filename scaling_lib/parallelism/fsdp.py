@@ -22,6 +22,8 @@ See: the chapter "Data parallelism, ZeRO/FSDP and HSDP".
 from __future__ import annotations
 
 from .. import memory as _memory
+from .. import models
+from ..breakdown import Breakdown
 from .comms import Comm, element_bytes, params_per_device
 from .plan import ParallelPlan
 
@@ -47,7 +49,7 @@ def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
     if S > 1:
         if plan.zero == 3:
             out += [Comm("all-gather", "dp", S, a * psi, m, "forward", True),
-                    Comm("all-gather", "dp", S, a * (psi - (0 if cfg_tied(cfg) else emb)), m,
+                    Comm("all-gather", "dp", S, a * (psi - (0 if _tied(cfg) else emb)), m,
                          "backward", True),
                     Comm("reduce-scatter", "dp", S, a * psi, m, "backward", True)]
         else:
@@ -59,10 +61,8 @@ def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
     return out
 
 
-def cfg_tied(cfg) -> bool:
+def _tied(cfg) -> bool:
     """Whether the embedding table is also the output layer (then re-gathered for backward)."""
-    from .. import models
-
     return models.get(cfg).tied_embeddings
 
 
@@ -79,7 +79,7 @@ def memory(cfg, plan: ParallelPlan, B, T, **options):
     8.0
     """
     full = _memory.training_memory(cfg, plan, B, T, **options)
-    return _memory.Breakdown({k: full[k] for k in ("parameters", "gradients", "optimizer")},
+    return Breakdown({k: full[k] for k in ("parameters", "gradients", "optimizer")},
                              unit="bytes")
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from .. import memory as _memory
 from .. import models
+from ..breakdown import Breakdown
 from ..transformer import _norm_params
 from .comms import Comm, element_bytes
 from .plan import ParallelPlan
@@ -65,7 +66,7 @@ def memory(cfg, plan: ParallelPlan, B, T, **options):
     split is already in every model-state figure (see ``data.memory``, ``fsdp.memory``).
     """
     full = _memory.training_memory(cfg, plan, B, T, **options)
-    return _memory.Breakdown({k: full[k] for k in ("activations", "logits")}, unit="bytes")
+    return Breakdown({k: full[k] for k in ("activations", "logits")}, unit="bytes")
 
 
 def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:

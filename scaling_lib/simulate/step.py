@@ -32,16 +32,19 @@ FAST_CODEGEN = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive
 
 @dataclass(frozen=True)
 class StepResult:
-    """One training step: the loss before the step, the gradients, the updated parameters.
+    """One training step: the loss, the parameters it started from, their gradients and the
+    parameters after the optimizer step.
 
-    ``params`` (after the optimizer step) and ``grads`` are unsharded float host arrays with the
-    same keys for every plan; ``collectives`` is what XLA compiled for the step.
+    ``params``, ``grads`` and ``updated_params`` are unsharded float64 host arrays with the same
+    keys for every plan; ``collectives`` is what XLA compiled for the step, as
+    :func:`~scaling_lib.simulate.collectives_in` returns them.
     """
 
     loss: float
     params: dict
     grads: dict
     collectives: list[Collective]
+    updated_params: dict
 
 
 def check_supported(cfg, plan: ParallelPlan, B: int, T: int, dtype: str, optimizer: str):
@@ -253,5 +256,6 @@ def train_step(cfg, plan: ParallelPlan | None = None, *, B: int, T: int, seed: i
     def host(tree):
         return {k: np.asarray(v, dtype=np.float64) for k, v in tree.items()}
 
-    return StepResult(loss=float(np.sum(np.asarray(loss, np.float64))), params=host(new),
-                      grads=host(grads), collectives=parse_hlo_collectives(compiled.as_text()))
+    return StepResult(loss=float(np.sum(np.asarray(loss, np.float64))), params=host(params),
+                      grads=host(grads), collectives=parse_hlo_collectives(compiled.as_text()),
+                      updated_params=host(new))
