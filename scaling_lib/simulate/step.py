@@ -165,7 +165,10 @@ def _build(cfg, plan, B, T, dtype, optimizer):
         stage2 = plan.zero == 2 and "dps" in axes  # stage 2 keeps only its gradient shard
 
         def micro(carry, batch):
-            value, g = grad_fn(local, *batch)
+            w = local
+            if plan.zero == 3:  # pin the gathers inside the micro-batch (no hoisting)
+                w = {k: lax.optimization_barrier((v, batch[0]))[0] for k, v in local.items()}
+            value, g = grad_fn(w, *batch)
             if stage2:
                 g = {k: _fsdp.reduce_scatter(lax, v, lay[k][2], "dps") for k, v in g.items()}
             if carry is None:
