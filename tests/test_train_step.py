@@ -50,9 +50,11 @@ PLANS = {
     "zero2-dp2-accumulate": ParallelPlan(dp=2, zero=2, micro_batch=2),
     "zero3-dp8": ParallelPlan(dp=8, zero=3),
     "hsdp-4x2": ParallelPlan(dp=8, zero=3, shard_group=4),
+    "zero2-hsdp-2x2-accumulate": ParallelPlan(dp=4, zero=2, shard_group=2, micro_batch=1),
     "tp2": ParallelPlan(tp=2, micro_batch=8),
     "tp2-sp": ParallelPlan(tp=2, sequence_parallel=True, micro_batch=4),
     "dp4-tp2": ParallelPlan(dp=4, tp=2, micro_batch=2),
+    "fsdp2-tp2": ParallelPlan(dp=2, tp=2, zero=3, micro_batch=4),
     "fsdp4-tp2-sp-accumulate": ParallelPlan(dp=4, tp=2, zero=3, micro_batch=1,
                                             sequence_parallel=True),
 }
@@ -163,3 +165,14 @@ def test_unsupported_models_raise_naming_them():
         sim.train_step(CFG.with_changes(tied_embeddings=True), ParallelPlan(), B=B, T=T)
     with pytest.raises(ValueError, match="dtype='f16'"):
         sim.train_step(CFG, ParallelPlan(), B=B, T=T, dtype="f16")
+
+
+def test_tp4_with_sequence_parallelism_and_dp2():
+    """The largest tp the tiny model allows: K = 4 kv heads over 4 ranks, times dp = 2."""
+    cfg = CFG.with_changes(K=4)
+    plan = ParallelPlan(dp=2, tp=4, sequence_parallel=True, micro_batch=4)
+    ref = sim.train_step(cfg, ParallelPlan(micro_batch=B), B=B, T=T)
+    r = sim.train_step(cfg, plan, B=B, T=T)
+    err = equivalence_error(r, ref)
+    assert max(err.values()) < RTOL, err
+    assert sim.emitted_totals(r.collectives) == totals(collectives(cfg, plan, B, T, dtype="f32"))
