@@ -127,7 +127,7 @@ def _update(jnp, p, g, optimizer):
 
 
 def _mesh_axes(plan):
-    """{role: (name, size)} for the mesh axes of size > 1, in mesh order."""
+    """{axis name: size} for the mesh axes of size > 1 (dpr, dps, tp), in mesh order."""
     S = plan.zero_group if plan.zero else plan.dp
     sizes = {"dpr": plan.dp // S, "dps": S, "tp": plan.tp}
     return {k: v for k, v in sizes.items() if v > 1}
