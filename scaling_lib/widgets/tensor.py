@@ -13,7 +13,7 @@ import numpy as np
 from .. import tp_cost as tc
 
 
-def plot_comm_to_math(ax, model, systems, tp=(1, 2, 4, 8, 16, 32, 64), tokens=8192):
+def plot_comm_to_math(ax, model, systems, tp=(2, 4, 8, 16, 32, 64), tokens=8192):
     """T_comm / T_math against tp, one line per (label, accelerator, W, topology) system."""
     tp = np.asarray(tp)
     for label, acc, W, topology in systems:
