@@ -6,6 +6,7 @@ The implement-it references run on the simulated devices: the notebook asks for 
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -68,9 +69,14 @@ def tp_comm_time(p):
     return _tp_comm_time(p, True)
 
 
+@functools.lru_cache(maxsize=None)
+def _best_tp(model, B, T):
+    return tc.best_split(model, hardware.cluster("h100", 64), B, T).plan.tp
+
+
 def best_tp(p):
     """Ex 11.6: tp of the fastest FSDP x TP split of 64 H100s that fits."""
-    return tc.best_split(p.model, hardware.cluster("h100", 64), p.B, p.T).plan.tp
+    return _best_tp(p.model, p.B, p.T)
 
 
 def comm_to_math(p):
@@ -99,6 +105,10 @@ def _comm_to_math_mlp_only(p):
 
 
 WRONG_METHODS = {
+    "11.8": {"no g (partial sums returned)": lambda *a: _wrong_mlp_no_sum(*a),
+             "gather the weights instead": lambda *a: _wrong_mlp_gather_weights(*a)},
+    "11.9": {"f backward = identity": lambda seed: _wrong_f_identity(seed)},
+    "11.10": {"AllReduce then slice": lambda *a: _wrong_sp_all_reduce(*a)},
     "11.1": {"forward pass only": lambda p: activation_all_reduce_bytes(p) / 2,
              "fp32 activations": lambda p: 2 * activation_all_reduce_bytes(p),
              "a shard of the activations (V / tp)": lambda p: activation_all_reduce_bytes(p) / 8},
@@ -116,9 +126,46 @@ WRONG_METHODS = {
              "fp32 activations": lambda p: 2 * tp_comm_time(p)},
     "11.6": {"tp = 8, a whole node": lambda p: 8,
              "pure FSDP (tp = 1)": lambda p: 1},
+    "11.11": {"g, the forward AllReduce": lambda: "g"},
     "11.7": {"no (tp - 1) / tp factor": lambda p: comm_to_math(p) * p.tp / (p.tp - 1),
              "the MLP's matmuls only": _comm_to_math_mlp_only},
 }
+
+
+
+def _wrong_mlp_no_sum(B, D, F, seed):
+    """11.8 wrong method: the row-parallel partial sums returned without g."""
+    jax = _jax()
+    return on_devices(lambda x, w1, w2: jax.nn.gelu(x @ w1) @ w2)(B, D, F, seed)
+
+
+def _wrong_mlp_gather_weights(B, D, F, seed):
+    """11.8 wrong method: gather both weights and compute the whole MLP on every device."""
+    jax = _jax()
+
+    def local(x, w1, w2):
+        w1 = jax.lax.all_gather(w1, "tp", axis=1, tiled=True)
+        w2 = jax.lax.all_gather(w2, "tp", axis=0, tiled=True)
+        return jax.nn.gelu(x @ w1) @ w2
+    return on_devices(local)(B, D, F, seed)
+
+
+def _wrong_sp_all_reduce(B, D, F, seed):
+    """11.10 wrong method: AllGather in, AllReduce out, then keep my rows."""
+    jax = _jax()
+
+    def local(x, w1, w2):
+        x = jax.lax.all_gather(x, "tp", axis=0, tiled=True)
+        y = jax.lax.psum(jax.nn.gelu(x @ w1) @ w2, "tp")
+        rows = y.shape[0] // 8
+        return jax.lax.dynamic_slice_in_dim(y, jax.lax.axis_index("tp") * rows, rows, 0)
+    return on_devices(local, "sequence")(B, D, F, seed)
+
+
+def _wrong_f_identity(seed):
+    """11.9 wrong method: f's backward passes the partial cotangent through."""
+    return checked_two_block_grads(lambda _, ct: (ct,))(seed)
+
 
 # ---- implement-it references (run on the 8 simulated devices) ------------------------------------
 
