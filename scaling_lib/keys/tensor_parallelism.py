@@ -14,8 +14,7 @@ import numpy as np
 from .. import collectives as C
 from .. import hardware, memory, models, simulate
 from .. import tp_cost as tc
-from ..parallelism import ParallelPlan, collectives, totals
-from ..parallelism.comms import element_bytes
+from ..parallelism import ParallelPlan, collectives
 
 LLAMA3 = ["llama3-8b", "llama3-70b", "llama3-405b"]
 # Ex 11.2's systems: (accelerator, the W of tp_cost.tp_limit, in one-way bytes/s per device)
