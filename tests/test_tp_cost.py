@@ -73,3 +73,20 @@ def test_split_table_sorted_and_best_fits():
     assert {r.plan.tp for r in rows} == {1, 2, 4, 8, 16, 32, 64}
     assert all(r.plan.world_size == 64 for r in rows)
     assert np.isfinite([r.step_time for r in rows]).all()
+
+
+def test_figures_draw():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from scaling_lib.widgets import tensor as fig
+
+    _, (a, b) = plt.subplots(1, 2)
+    fig.plot_comm_to_math(a, "llama3-70b", [("NVLink", "h100", 450e9, "switch")])
+    assert len(a.lines) == 2  # the curve and the T_comm = T_math line
+    rows = tc.split_table("llama3-8b", hw.cluster("h100", 16), 16, 2048)
+    fig.plot_splits(b, rows)
+    assert len(b.patches) == 3 * len(rows)
+    plt.close("all")
