@@ -459,7 +459,9 @@ def op_roofline(rows, ops: dict, accelerator, dtype="bf16") -> list[dict]:
 
     Adds ``flops``, ``bytes``, ``roofline`` (seconds, :func:`roofline_time`), ``bound`` and
     ``efficiency`` = roofline / measured (1 = at the roofline; the rest is overhead or a slower
-    path than the roofline assumes). Ops unknown to ``ops`` or with no work are skipped.
+    path than the roofline assumes). The measured time is the row's ``time`` (per call, one
+    device): a top-level op runs once per call, though a GPU may split it into several kernels
+    (several events). Ops unknown to ``ops`` or with no work are skipped.
     """
     out = []
     for r in rows:
@@ -469,7 +471,7 @@ def op_roofline(rows, ops: dict, accelerator, dtype="bf16") -> list[dict]:
         t_roof = roofline_time(info.flops, info.nbytes, accelerator, dtype)
         out.append({**r, "flops": info.flops, "bytes": info.nbytes, "roofline": t_roof,
                     "bound": bound(info.flops, info.nbytes, accelerator, dtype),
-                    "efficiency": t_roof / r["mean"] if r["mean"] > 0 else float("nan")})
+                    "efficiency": t_roof / r["time"] if r["time"] > 0 else float("nan")})
     return out
 
 

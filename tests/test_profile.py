@@ -132,10 +132,10 @@ def test_roofline_time_and_bound():
 def test_op_roofline_skips_free_ops_and_adds_efficiency():
     ops = {"dot.1": prof.HloOp("dot.1", "dot", "f32[8,8]", "", 1e9, 1e6),
            "copy": prof.HloOp("copy", "copy", "", "", 0.0, 0.0)}
-    rows = [{"op": "dot.1", "time": 1e-3, "mean": 1e-3}, {"op": "copy", "time": 1e-4, "mean": 1e-4}]
+    rows = [{"op": "dot.1", "time": 1e-3, "mean": 5e-4}, {"op": "copy", "time": 1e-4, "mean": 1e-4}]
     out = prof.op_roofline(rows, ops, "h100")
     assert [r["op"] for r in out] == ["dot.1"]
-    assert 0 < out[0]["efficiency"] < 1
+    assert out[0]["efficiency"] == pytest.approx(prof.roofline_time(1e9, 1e6, "h100") / 1e-3)
 
 
 def test_scan_is_counted_once_by_cost_analysis():
