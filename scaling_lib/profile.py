@@ -282,7 +282,9 @@ def parse_trace_events(events) -> list[OpEvent]:
     An event is an HLO operation when its args carry ``hlo_op`` (and ``hlo_module``): XLA:CPU
     records one per executed thunk with ``device_ordinal``; on a GPU or TPU they sit under a
     ``/device:...`` process. Where a device process has an "XLA Ops" line, only that line is read
-    (the kernels under it would count the same time twice). Times in seconds, starting at 0.
+    (the kernels under it would count the same time twice). A device trace with no ``hlo_op``
+    annotations falls back to its kernel events, named as recorded (they then may not match the
+    HLO names). Times in seconds, starting at 0.
 
     >>> ev = [{"ph": "X", "pid": 1, "tid": 2, "ts": 10.0, "dur": 5.0, "name": "dot.1",
     ...        "args": {"hlo_op": "dot.1", "hlo_module": "jit_f", "device_ordinal": "0"}}]
@@ -311,6 +313,10 @@ def parse_trace_events(events) -> list[OpEvent]:
         picked.append(e)
     on_device = [e for e in picked if procs.get(e.get("pid"), "").startswith("/device")]
     picked = on_device or picked
+    if not picked:  # a device trace without hlo_op annotations: its kernels, named as recorded
+        picked = [e for e in events if e.get("ph") == "X"
+                  and procs.get(e.get("pid"), "").startswith("/device")
+                  and threads.get((e.get("pid"), e.get("tid"))) not in ("XLA Modules", "Steps")]
     if not picked:
         return []
     t0 = min(float(e["ts"]) for e in picked)

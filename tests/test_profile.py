@@ -201,3 +201,23 @@ def test_importing_profile_does_not_import_jax_in_a_fresh_interpreter():
     code = "import sys, scaling_lib.profile, scaling_lib.keys.profiling; print('jax' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_widgets_draw_a_timeline_and_op_times():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from scaling_lib.widgets import profile as plots
+
+    ev = [prof.OpEvent(f"op{i % 3}", "m", str(i % 2), i * 1e-3, 5e-4) for i in range(12)]
+    fig, (a, b) = plt.subplots(1, 2)
+    plots.plot_timeline(a, ev, max_ops=2)
+    assert len(a.patches) == len(ev)
+    rows = [{**r, "roofline": r["time"] / 2} for r in prof.op_table(ev)]
+    plots.plot_op_times(b, rows)
+    assert len(b.patches) == 2 * len(rows)
+    with pytest.raises(ValueError, match="empty"):
+        plots.plot_timeline(a, [])
+    plt.close(fig)
