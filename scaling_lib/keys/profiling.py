@@ -179,9 +179,7 @@ WRONG_METHODS = {
     "12.5": {"the global FLOPs": lambda p: matmul_flops(p.B, p.D, p.F)},
     "12.6": {"the longest single execution": lambda p: max(
         synthetic_events(p), key=lambda e: e.duration).op},
-    "12.7": {"B against the H100's critical batch": lambda p: (
-        "compute" if p.B >= 295 else "memory"),
-             "the weights' bytes left out": lambda p: profile.bound(
+    "12.7": {"the weights' bytes left out": lambda p: profile.bound(
         matmul_flops(p.B, p.D, p.D), 2 * (2 * p.B * p.D), p.accelerator)},
     "12.8": {"compute time only": lambda p: t_math(
         matmul_flops(p.B, p.D, p.D), _peak(p)) / measured_time(p)},
