@@ -190,7 +190,8 @@ def step_time(cfg, cluster, plan: ParallelPlan, B, T, *, dtype="bf16", efficienc
 
 def critical_tokens_per_device(cfg, cluster, plan: ParallelPlan, T, *, dtype="bf16",
                                efficiency=1.0) -> float:
-    """Tokens per device per step above which compute hides all overlappable communication.
+    """Tokens per data-parallel rank (per device when tp = 1) per step above which compute hides
+    all overlappable communication.
 
     With one micro-batch per step, DP/ZeRO/FSDP communication does not grow with the batch
     while compute does, so each phase is compute-bound above
