@@ -66,7 +66,8 @@ def params_per_device(cfg, plan: ParallelPlan) -> tuple[float, float, float]:
     layer / tp; norms replicated; experts / (ep · tp)), with pp = 1.
 
     >>> c = models.TransformerConfig(L=2, D=32, F=64, N=4, K=2, H=8, V=64)
-    >>> params_per_device(c, ParallelPlan(tp=2))  # V·D/2; (2·(2·32·48 + 3·32·64) + 64·32)/2 + 5·32
+    >>> # V·D/2, then (2·(2·32·48 + 3·32·64) + 64·32)/2 + 5·32
+    >>> params_per_device(c, ParallelPlan(tp=2))
     (1024.0, 10400.0, 0.0)
     """
     from ..memory import _first_stage_params  # the one home of the per-rank split

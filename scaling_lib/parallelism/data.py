@@ -13,6 +13,7 @@ See: the chapter "Data parallelism, ZeRO/FSDP and HSDP".
 from __future__ import annotations
 
 from .. import memory as _memory
+from ..breakdown import Breakdown
 from .comms import Comm, element_bytes, params_per_device
 from .plan import ParallelPlan
 
@@ -45,7 +46,7 @@ def memory(cfg, plan: ParallelPlan, B, T, **options):
     """
     full = _memory.training_memory(cfg, plan.with_changes(zero=0, shard_group=None), B, T,
                                    **options)
-    return _memory.Breakdown({k: full[k] for k in ("parameters", "gradients", "optimizer")},
+    return Breakdown({k: full[k] for k in ("parameters", "gradients", "optimizer")},
                              unit="bytes")
 
 

@@ -5,16 +5,18 @@ The dp ranks are split into shard groups of S = ``plan.zero_group`` ranks (S = d
 of the gradients (stage 2) and of the weights (stage 3 = FSDP). With Ψ parameters per device
 and a bytes per element, per step and micro-batch count m:
 
-    stage 1   ReduceScatter a·Ψ once (after accumulation)  + AllGather a·Ψ of updated weights
+    stage 1   ReduceScatter a·Ψ once (last micro-batch)    + AllGather a·Ψ of updated weights
     stage 2   ReduceScatter a·Ψ per micro-batch (m times)   + AllGather a·Ψ of updated weights
     stage 3   AllGather a·Ψ forward, AllGather a·Ψ backward (re-gathered: not kept between the
               passes; the embedding table's backward needs no weights), ReduceScatter a·Ψ,
               each once per micro-batch
 
-ReduceScatter + AllGather moves what one AllReduce moves, so stages 1-2 cost plain DP's
-traffic and stage 3 1.5 times it. HSDP (S < dp) adds an AllReduce of the a·Ψ/S gradient shard
-across the dp/S groups: the weight traffic (AllGathers) stays inside a group (a node's fast
-links), only the gradient shard crosses groups.
+The reduce-scatters overlap with the backward pass (as DDP's bucketed all-reduce does); the
+all-gather of updated weights follows the optimizer step. ReduceScatter + AllGather moves what
+one AllReduce moves, so stages 1-2 cost plain DP's traffic and stage 3 1.5 times it. HSDP
+(S < dp) adds an AllReduce of the a·Ψ/S gradient shard across the dp/S groups: the weight
+traffic (AllGathers) stays inside a group (a node's fast links), only the gradient shard
+crosses groups.
 
 See: the chapter "Data parallelism, ZeRO/FSDP and HSDP".
 """
@@ -22,6 +24,8 @@ See: the chapter "Data parallelism, ZeRO/FSDP and HSDP".
 from __future__ import annotations
 
 from .. import memory as _memory
+from .. import models
+from ..breakdown import Breakdown
 from .comms import Comm, element_bytes, params_per_device
 from .plan import ParallelPlan
 
@@ -47,22 +51,20 @@ def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
     if S > 1:
         if plan.zero == 3:
             out += [Comm("all-gather", "dp", S, a * psi, m, "forward", True),
-                    Comm("all-gather", "dp", S, a * (psi - (0 if cfg_tied(cfg) else emb)), m,
+                    Comm("all-gather", "dp", S, a * (psi - (0 if _tied(cfg) else emb)), m,
                          "backward", True),
                     Comm("reduce-scatter", "dp", S, a * psi, m, "backward", True)]
         else:
             n_rs = m if plan.zero == 2 else 1
-            out += [Comm("reduce-scatter", "dp", S, a * psi, n_rs, "backward", plan.zero == 2),
+            out += [Comm("reduce-scatter", "dp", S, a * psi, n_rs, "backward", True),
                     Comm("all-gather", "dp", S, a * psi, 1, "optimizer", False)]
     if R > 1:  # HSDP: the gradient shards are summed across the groups
         out.append(Comm("all-reduce", "dp", R, a * psi / S, 1, "backward", True))
     return out
 
 
-def cfg_tied(cfg) -> bool:
+def _tied(cfg) -> bool:
     """Whether the embedding table is also the output layer (then re-gathered for backward)."""
-    from .. import models
-
     return models.get(cfg).tied_embeddings
 
 
@@ -79,7 +81,7 @@ def memory(cfg, plan: ParallelPlan, B, T, **options):
     8.0
     """
     full = _memory.training_memory(cfg, plan, B, T, **options)
-    return _memory.Breakdown({k: full[k] for k in ("parameters", "gradients", "optimizer")},
+    return Breakdown({k: full[k] for k in ("parameters", "gradients", "optimizer")},
                              unit="bytes")
 
 

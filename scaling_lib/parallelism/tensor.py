@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from .. import memory as _memory
 from .. import models
+from ..breakdown import Breakdown
 from ..transformer import _norm_params
 from .comms import Comm, element_bytes
 from .plan import ParallelPlan
@@ -65,14 +66,15 @@ def memory(cfg, plan: ParallelPlan, B, T, **options):
     split is already in every model-state figure (see ``data.memory``, ``fsdp.memory``).
     """
     full = _memory.training_memory(cfg, plan, B, T, **options)
-    return _memory.Breakdown({k: full[k] for k in ("activations", "logits")}, unit="bytes")
+    return Breakdown({k: full[k] for k in ("activations", "logits")}, unit="bytes")
 
 
 def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
     """Heads, kv heads, MLP width, vocabulary (and T with SP) must split over tp.
 
     >>> c = models.TransformerConfig(L=2, D=32, F=64, N=4, K=2, H=8, V=64)
-    >>> constraints(c, ParallelPlan(tp=8, sequence_parallel=True), 8, 12)  # doctest: +NORMALIZE_WHITESPACE
+    >>> plan = ParallelPlan(tp=8, sequence_parallel=True)
+    >>> constraints(c, plan, 8, 12)  # doctest: +NORMALIZE_WHITESPACE
     ['tp=8 does not divide N=4 query heads; choose tp in [1, 2, 4]',
      'T=12 tokens must be divisible by tp=8 (sequence parallelism splits the sequence)']
     """

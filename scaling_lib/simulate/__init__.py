@@ -4,7 +4,13 @@ JAX can split one CPU into N "devices" that run a sharded program exactly as N a
 (numerically), just not at their speed. This module asks for them, builds meshes, shows how an
 array is sharded in the book's notation (A[I_X, J]), and lists the collectives XLA emitted for a
 function, with their replica groups and per-device bytes, so a cost model can be checked against
-the compiled program.
+the compiled program. :func:`train_step` runs one real training step of the library's small
+transformer on as many devices as a :class:`~scaling_lib.parallelism.ParallelPlan` says.
+
+Modules: ``devices`` (asking for devices, meshes, the notation), ``hlo`` (reading compiled
+programs), ``model`` (the reference transformer, written once for every plan), one module per
+strategy mirroring :mod:`scaling_lib.parallelism` (``data``, ``fsdp``, ``tensor``) and ``step``
+(the training step that puts them together).
 
 JAX is an optional dependency: importing this module never imports jax; the functions that need
 it import it when called (``pip install "scaling_lib[jax]"``).

@@ -10,11 +10,13 @@ of the parameters (stage 3).
   micro-batch, since it keeps only its shard), each rank updates its shard, and the updated
   shards are all-gathered.
 - Stage 3 (FSDP): the weights stay sharded; a layer's weights are all-gathered before its
-  forward pass and again before its backward pass: each layer (and the output layer) is
-  rematerialised in the backward pass (``jax.checkpoint`` saving nothing of it), so nothing
-  gathered is kept between the passes; ``jax.grad`` turns the all-gather into the
-  reduce-scatter of its gradient. (XLA:CPU, with no memory pressure, may merge the re-gather
-  into the forward gather by CSE: see tests/test_train_step.py.)
+  forward pass and again before its backward pass, in every micro-batch: each layer (and the
+  output layer) is rematerialised in the backward pass without its gathered weights (the
+  checkpoint policy keeps activations but nothing derived from a gathered weight), and an
+  optimization barrier keeps the gathers inside the micro-batch loop; ``jax.grad`` turns the
+  all-gather into the reduce-scatter of its gradient. (XLA:CPU, with no memory pressure,
+  merges the backward re-gather into the forward gather by CSE: see
+  tests/test_train_step.py.)
 - HSDP (S < dp): the gradient shards are then all-reduced across the dp / S replicas.
 """
 
@@ -28,10 +30,12 @@ def fetch(jax, lax, w, zero_dim, shard_axis):
 
 def _keep(prim, *_, **params) -> bool:
     """Checkpoint policy: save activations, never a gathered weight nor what is cheaply derived
-    from one (a transpose, as the backward matmul uses, would otherwise be saved in its place)."""
+    from one (a weight's transpose, as the backward matmul uses it, or its broadcast, as a
+    norm's backward uses it, would otherwise be saved in its place)."""
     if prim.name == "all_gather":
         return "dps" not in tuple(params.get("axis_name", ()))
-    return prim.name not in ("transpose", "reduce_precision", "convert_element_type")
+    return prim.name not in ("transpose", "broadcast_in_dim", "reduce_precision",
+                             "convert_element_type")
 
 
 def remat(jax, fn):

@@ -32,16 +32,19 @@ FAST_CODEGEN = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive
 
 @dataclass(frozen=True)
 class StepResult:
-    """One training step: the loss before the step, the gradients, the updated parameters.
+    """One training step: the loss, the parameters it started from, their gradients and the
+    parameters after the optimizer step.
 
-    ``params`` (after the optimizer step) and ``grads`` are unsharded float host arrays with the
-    same keys for every plan; ``collectives`` is what XLA compiled for the step.
+    ``params``, ``grads`` and ``updated_params`` are unsharded float64 host arrays with the same
+    keys for every plan; ``collectives`` is what XLA compiled for the step, as
+    :func:`~scaling_lib.simulate.collectives_in` returns them.
     """
 
     loss: float
     params: dict
     grads: dict
     collectives: list[Collective]
+    updated_params: dict
 
 
 def check_supported(cfg, plan: ParallelPlan, B: int, T: int, dtype: str, optimizer: str):
@@ -124,7 +127,7 @@ def _update(jnp, p, g, optimizer):
 
 
 def _mesh_axes(plan):
-    """{role: (name, size)} for the mesh axes of size > 1, in mesh order."""
+    """{axis name: size} for the mesh axes of size > 1 (dpr, dps, tp), in mesh order."""
     S = plan.zero_group if plan.zero else plan.dp
     sizes = {"dpr": plan.dp // S, "dps": S, "tp": plan.tp}
     return {k: v for k, v in sizes.items() if v > 1}
@@ -162,7 +165,10 @@ def _build(cfg, plan, B, T, dtype, optimizer):
         stage2 = plan.zero == 2 and "dps" in axes  # stage 2 keeps only its gradient shard
 
         def micro(carry, batch):
-            value, g = grad_fn(local, *batch)
+            w = local
+            if plan.zero == 3:  # pin the gathers inside the micro-batch (no hoisting)
+                w = {k: lax.optimization_barrier((v, batch[0]))[0] for k, v in local.items()}
+            value, g = grad_fn(w, *batch)
             if stage2:
                 g = {k: _fsdp.reduce_scatter(lax, v, lay[k][2], "dps") for k, v in g.items()}
             if carry is None:
@@ -253,5 +259,6 @@ def train_step(cfg, plan: ParallelPlan | None = None, *, B: int, T: int, seed: i
     def host(tree):
         return {k: np.asarray(v, dtype=np.float64) for k, v in tree.items()}
 
-    return StepResult(loss=float(np.sum(np.asarray(loss, np.float64))), params=host(new),
-                      grads=host(grads), collectives=parse_hlo_collectives(compiled.as_text()))
+    return StepResult(loss=float(np.sum(np.asarray(loss, np.float64))), params=host(params),
+                      grads=host(grads), collectives=parse_hlo_collectives(compiled.as_text()),
+                      updated_params=host(new))
