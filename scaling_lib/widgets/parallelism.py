@@ -178,7 +178,7 @@ def explorer(model="llama3-8b", accelerator="h100"):
     sp_w = w.Checkbox(value=False, description="sequence parallel")
     rec_w = w.Dropdown(options=["none", "selective", "full"], value="none",
                        description="recompute")
-    batch_w = w.Dropdown(options=[2 ** k for k in range(17, 25)], value=2 ** 21,
+    batch_w = w.Dropdown(options=[2 ** k for k in range(17, 25)], value=2 ** 19,
                          description="tokens/step", style=style)
     t_w = w.Dropdown(options=[1024, 2048, 4096, 8192], value=4096, description="T")
     eff_w = w.FloatSlider(value=0.5, min=0.2, max=1.0, step=0.05, description="MFU η")
