@@ -51,7 +51,8 @@ def group_cluster(cluster, plan: ParallelPlan, comm: Comm):
     slice of that many chips (``hardware.cluster``): an approximation when the group is strided.
 
     >>> c = hardware.cluster("h100", 64)
-    >>> group_cluster(c, ParallelPlan(dp=8, tp=8), Comm("all-reduce", "dp", 8, 1.0)).devices_per_node
+    >>> g = group_cluster(c, ParallelPlan(dp=8, tp=8), Comm("all-reduce", "dp", 8, 1.0))
+    >>> g.devices_per_node  # one dp rank per node: tp fills the node
     1
     """
     g = int(comm.group_size)
@@ -222,7 +223,13 @@ def critical_tokens_per_device(cfg, cluster, plan: ParallelPlan, T, *, dtype="bf
     return worst
 
 
-def _layer_params(cfg) -> float:
+def layer_params(cfg) -> float:
+    """Parameters of one transformer layer: all but the embedding and output layer, over L.
+
+    >>> layer_params("llama3-8b")  # 2D(N+K)H + 3DF + 2D
+    218112128.0
+    """
+    cfg = models.get(cfg)
     pc = transformer.param_count(cfg)
     return (pc.total - pc["embedding"] - pc["unembedding"]) / cfg.L
 
@@ -247,7 +254,7 @@ def ddp_timeline(cfg, cluster, dp, tokens_per_device, T, *, bucket_bytes=25e6, d
     bwd = compute_times(cfg, plan, B, T, cluster.accelerator, efficiency=efficiency,
                         dtype=dtype)["backward"]
     a = element_bytes(dtype)
-    per_layer = _layer_params(cfg) * a
+    per_layer = layer_params(cfg) * a
     emb = transformer.param_count(cfg)["embedding"] * a
     events, t, net_free, bucket, first = [], 0.0, 0.0, 0.0, None
     for i, layer in enumerate(reversed(range(cfg.L))):
@@ -284,7 +291,7 @@ def fsdp_timeline(cfg, cluster, dp, tokens_per_device, T, *, dtype="bf16", effic
     B = tokens_per_device * dp / T
     ct = compute_times(cfg, plan, B, T, cluster.accelerator, efficiency=efficiency, dtype=dtype)
     f, b = ct["forward"] / cfg.L, ct["backward"] / cfg.L
-    V = _layer_params(cfg) * element_bytes(dtype)
+    V = layer_params(cfg) * element_bytes(dtype)
     ag = sum(comm_time(Comm("all-gather", "dp", dp, V), cluster, plan).values())
     rs = sum(comm_time(Comm("reduce-scatter", "dp", dp, V), cluster, plan).values())
     ev = []

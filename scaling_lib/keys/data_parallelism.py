@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import hardware, memory, models, steptime, transformer
+from .. import hardware, memory, steptime, transformer
 from ..parallelism import ParallelPlan, collectives, totals
 from ..parallelism.comms import Comm
 
@@ -78,16 +78,11 @@ def fsdp_over_hsdp_inter_node(p):
     return fsdp / hsdp
 
 
-def _layer_params(model):
-    pc = transformer.param_count(model)
-    return (pc.total - pc["embedding"] - pc["unembedding"]) / models.get(model).L
-
-
 def fsdp_device_states(p):
     """Ex 10.8: FSDP model states per device plus two layers' gathered bf16 weights (the layer
     computing and the one prefetched)."""
     n = transformer.n_params(p.model)
-    return memory.model_state_bytes(n, p.dp, 3).total + 2 * 2.0 * _layer_params(p.model)
+    return memory.model_state_bytes(n, p.dp, 3).total + 2 * 2.0 * steptime.layer_params(p.model)
 
 
 def dp_comm_bound_devices(p):
@@ -141,13 +136,13 @@ WRONG_METHODS = {
     "10.8": {"no gathered buffers": lambda p: memory.model_state_bytes(
                  transformer.n_params(p.model), p.dp, 3).total,
              "one gathered layer": lambda p: fsdp_device_states(p)
-             - 2.0 * _layer_params(p.model)},
+             - 2.0 * steptime.layer_params(p.model)},
     "10.10": {"C/W of one link": lambda p: _c_over_w(
                   "tpu-v5p", hardware.cluster("tpu-v5p", p.n).intra_node.per_link_bytes_per_s)},
 }
 
 
-# ---- implement-it exercises on simulated devices --------------------------------------------------
+# ---- implement-it exercises on simulated devices ----------------------------------------------
 
 L, D, B, LR = 3, 16, 32, 0.1  # the tiny MLP of 10.11 and 10.12: L layers of tanh(h @ W[l])
 

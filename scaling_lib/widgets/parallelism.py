@@ -126,8 +126,8 @@ def plot_step_time_vs_devices(ax, cfg="llama3-8b", accelerator="h100", tokens=2*
 
     A filled circle marks where a strategy becomes communication-bound (its first exposed
     communication); hollow markers are plans whose model states (weights, gradients, Adam
-    state) do not fit in HBM (activations depend on recomputation and are left out here). Returns the curves of
-    :func:`step_time_curves`.
+    state) do not fit in HBM (activations depend on recomputation and are left out here).
+    Returns the curves of :func:`step_time_curves`.
     """
     curves = step_time_curves(cfg, accelerator, tokens, T, n_devices, strategies,
                               efficiency=efficiency)
