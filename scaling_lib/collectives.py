@@ -44,6 +44,10 @@ from .units import check_positive, scalar_or_array as _out
 
 TOPOLOGIES = ("ring", "bidirectional_ring", "torus_2d", "torus_3d", "switch")
 
+# Device counts above this are rejected: far beyond any machine, and where float steps stop
+# being whole numbers (2**53).
+_MAX_DEVICES = 2**40
+
 # Collective names as XLA's HLO spells them; the library's functions use underscores.
 KINDS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
 _KIND_ALIASES = {
@@ -71,9 +75,9 @@ def pcie_bytes_per_s(gen=5, lanes=16):
 
     See: Chapter "Networks and collectives", "NVLink vs PCIe".
     """
-    if gen not in _PCIE_GT_PER_S:
+    if isinstance(gen, bool) or not isinstance(gen, (int, np.integer)) or gen not in _PCIE_GT_PER_S:
         raise ValueError(f"gen={gen!r} is not a known PCIe generation; valid choices: 3, 4, 5")
-    lanes = check_positive("lanes", lanes)
+    lanes = _positive("lanes", lanes)
     return _out(lanes * _PCIE_GT_PER_S[gen] * (128 / 130) / 8)
 
 
@@ -91,12 +95,39 @@ def canonical_kind(kind: str) -> str:
     return key
 
 
-def _check_n(n):
-    arr = np.asarray(n)
-    if arr.dtype == bool or not np.all(np.isfinite(np.asarray(arr, float))) or np.any(
-            np.asarray(arr, float) < 1) or np.any(np.asarray(arr, float) % 1 != 0):
-        raise ValueError(f"n={n!r} devices must be a whole number >= 1")
-    return np.asarray(arr, dtype=float)
+def _positive(name, value, *, allow_zero=False):
+    """``units.check_positive`` that also turns bools, complex numbers and ints too large for a
+    float into a ValueError naming the rule."""
+    rule = f"{name} must be a finite real number {'>= 0' if allow_zero else '> 0'}"
+    if (isinstance(value, (bool, np.bool_, str, bytes)) or np.iscomplexobj(value)
+            or np.asarray(value).dtype == bool):
+        raise ValueError(f"{name}={value!r} is not allowed: {rule}")
+    try:
+        return check_positive(name, value, allow_zero=allow_zero)
+    except OverflowError:
+        raise ValueError(f"{name}={value!r} is too large: {rule}") from None
+
+
+def _check_n(n, name="n"):
+    """A device count (or array of them) as floats; ValueError unless whole numbers >= 1."""
+    rule = f"{name}={n!r} devices must be a whole number in [1, 2**40]"
+    if isinstance(n, (str, bytes)) or np.iscomplexobj(n):
+        raise ValueError(rule)
+    try:
+        arr = np.asarray(n)
+        as_float = np.asarray(arr, dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(rule) from None
+    if (arr.dtype == bool or arr.dtype == object or not np.all(np.isfinite(as_float))
+            or np.any(as_float < 1) or np.any(as_float % 1 != 0)
+            or np.any(as_float > _MAX_DEVICES)):
+        raise ValueError(rule)
+    return as_float
+
+
+def _as_cluster(cluster):
+    """A Cluster from a Cluster or a preset name; ValueError naming the valid names otherwise."""
+    return hardware.get_cluster(cluster)
 
 
 def _axes(n, topology, shape, wraparound):
@@ -106,14 +137,26 @@ def _axes(n, topology, shape, wraparound):
         if np.ndim(n) != 0:
             raise ValueError(f"topology={topology!r} with an array of n needs an explicit shape=")
         shape = hardware.torus_shape(int(n), ndim)
-    shape = tuple(int(k) for k in shape)
-    if len(shape) != ndim or any(k < 1 for k in shape):
-        raise ValueError(f"shape={shape} must have {ndim} axes >= 1 for topology={topology!r}")
+    rule = f"shape={shape!r} must have {ndim} axes, whole numbers >= 1, for topology={topology!r}"
+    try:
+        shape = tuple(shape)
+    except TypeError:
+        raise ValueError(rule) from None
+    if len(shape) != ndim or any(np.ndim(k) != 0 for k in shape):
+        raise ValueError(rule)
+    shape = tuple(int(_check_n(k, "shape")) for k in shape)
     if np.any(np.asarray(n) != math.prod(shape)):
         raise ValueError(f"shape={shape} holds {math.prod(shape)} devices but n={n!r}")
-    wrap = (wraparound,) * ndim if isinstance(wraparound, (bool, np.bool_)) else tuple(wraparound)
-    if len(wrap) != ndim:
-        raise ValueError(f"wraparound={wraparound!r}: give one bool or one per axis ({ndim})")
+    rule = f"wraparound={wraparound!r}: give one bool or one per axis ({ndim} bools)"
+    if isinstance(wraparound, (bool, np.bool_)):
+        wrap = (wraparound,) * ndim
+    else:
+        try:
+            wrap = tuple(wraparound)
+        except TypeError:
+            raise ValueError(rule) from None
+    if len(wrap) != ndim or not all(isinstance(w, (bool, np.bool_)) for w in wrap):
+        raise ValueError(rule)
     return shape, tuple(bool(w) for w in wrap)
 
 
@@ -197,9 +240,9 @@ def collective_time(collective, nbytes, n, bytes_per_s, *, topology="ring", late
 
     See: Chapter "Networks and collectives".
     """
-    V = check_positive("nbytes", nbytes, allow_zero=True)
-    W = check_positive("bytes_per_s", bytes_per_s)
-    a = check_positive("latency", latency, allow_zero=True)
+    V = _positive("nbytes", nbytes, allow_zero=True)
+    W = _positive("bytes_per_s", bytes_per_s)
+    a = _positive("latency", latency, allow_zero=True)
     s, b = cost_terms(collective, n, topology=topology, shape=shape, wraparound=wraparound)
     return _out(np.asarray(s) * a + np.asarray(b) * V / W)
 
@@ -275,9 +318,9 @@ def send_recv_time(nbytes, bytes_per_s, latency=0.0):
 
     See: Chapter "Networks and collectives", "Send/recv".
     """
-    V = check_positive("nbytes", nbytes, allow_zero=True)
-    W = check_positive("bytes_per_s", bytes_per_s)
-    return _out(check_positive("latency", latency, allow_zero=True) + V / W)
+    V = _positive("nbytes", nbytes, allow_zero=True)
+    W = _positive("bytes_per_s", bytes_per_s)
+    return _out(_positive("latency", latency, allow_zero=True) + V / W)
 
 
 def latency_bound_bytes(collective, n, bytes_per_s, latency, *, topology="ring", shape=None,
@@ -292,8 +335,8 @@ def latency_bound_bytes(collective, n, bytes_per_s, latency, *, topology="ring",
 
     See: Chapter "Networks and collectives", "The latency-bound regime".
     """
-    W = check_positive("bytes_per_s", bytes_per_s)
-    a = check_positive("latency", latency, allow_zero=True)
+    W = _positive("bytes_per_s", bytes_per_s)
+    a = _positive("latency", latency, allow_zero=True)
     s, b = cost_terms(collective, n, topology=topology, shape=shape, wraparound=wraparound)
     b = np.asarray(b, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -327,7 +370,7 @@ def collective_bytes(collective, nbytes, n) -> CollectiveBytes:
     See: Chapter "Networks and collectives", "What XLA emits".
     """
     kind = canonical_kind(collective)
-    V = np.asarray(check_positive("nbytes", nbytes, allow_zero=True), dtype=float)
+    V = np.asarray(_positive("nbytes", nbytes, allow_zero=True), dtype=float)
     n = _check_n(n)
     shard = V / n
     if kind == "all-gather":
@@ -357,6 +400,7 @@ def intra_node_link_bytes_per_s(cluster) -> float:
     >>> intra_node_link_bytes_per_s(hardware.cluster("tpu-v5e", 256))
     45000000000.0
     """
+    cluster = _as_cluster(cluster)
     link = cluster.intra_node
     if cluster.topology in ("switch", "ring"):
         return link.bytes_per_s
@@ -373,6 +417,7 @@ def cluster_levels(cluster, n_devices=None) -> tuple:
     >>> cluster_levels(hardware.cluster("h100", 64)), cluster_levels(hardware.cluster("h100", 4))
     ((8, 8), (4, 1))
     """
+    cluster = _as_cluster(cluster)
     n = cluster.n_devices if n_devices is None else n_devices
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= cluster.n_devices:
         raise ValueError(f"n_devices={n!r} must be a whole number in [1, {cluster.n_devices}]")
@@ -410,10 +455,17 @@ def hierarchical_schedule(collective, nbytes, groups) -> tuple:
     See: Chapter "Networks and collectives", "Hierarchical collectives".
     """
     kind = canonical_kind(collective)
-    V = np.asarray(check_positive("nbytes", nbytes, allow_zero=True), dtype=float)
-    groups = tuple(int(g) for g in groups)
-    if not 1 <= len(groups) <= len(LEVELS) or min(groups) < 1:
-        raise ValueError(f"groups={groups} must be 1 to {len(LEVELS)} sizes >= 1, inner first")
+    V = np.asarray(_positive("nbytes", nbytes, allow_zero=True), dtype=float)
+    rule = f"groups={groups!r} must be 1 to {len(LEVELS)} whole numbers >= 1, inner first"
+    try:
+        sizes = tuple(groups)
+    except TypeError:
+        raise ValueError(rule) from None
+    if not 1 <= len(sizes) <= len(LEVELS):
+        raise ValueError(rule)
+    if any(np.ndim(g) != 0 for g in sizes):
+        raise ValueError(rule)
+    groups = tuple(int(_check_n(g, "groups")) for g in sizes)
     inner = np.cumprod((1,) + groups[:-1])  # devices inside one group of each level
     n = math.prod(groups)
     # groups of one device cost nothing and are left out
@@ -457,7 +509,11 @@ def hierarchical_time(collective, nbytes, cluster, n_devices=None) -> Breakdown:
     intra-node phases on the node's topology (``cluster.topology``; TPU tori with their real
     ``cluster.wraparound``), inter-node phases on a full-bisection switch at
     ``cluster.inter_node.bytes_per_s`` per device, inter-pod phases at
-    ``cluster.inter_pod.bytes_per_s``. Returns a Breakdown (seconds) by level.
+    ``cluster.inter_pod.bytes_per_s``. Returns a Breakdown (seconds) by level. ``cluster`` is a
+    ``hardware.Cluster`` or a preset name (``hardware.get_cluster``: "dgx-h100", "tpu-v5e-4x8", ...).
+
+    Every phase is a separate step here: the sum is an upper bound when a real implementation
+    pipelines the phases; compare with :func:`multirail_ring_time`, the flat alternative.
 
     >>> t = hierarchical_time("all_gather", 1e9, hardware.cluster("h100", 16))
     >>> round(t["intra-node"] * 1e3, 3), round(t["inter-node"] * 1e3, 3)
@@ -465,11 +521,128 @@ def hierarchical_time(collective, nbytes, cluster, n_devices=None) -> Breakdown:
 
     See: Chapter "Networks and collectives", "Hierarchical collectives".
     """
+    cluster = _as_cluster(cluster)
     groups = cluster_levels(cluster, n_devices)
     parts = {lv: 0.0 for lv in LEVELS[:len(groups)]}
     for level, kind, V, g in hierarchical_schedule(collective, nbytes, groups):
         parts[level] = _out(np.asarray(parts[level]) + _phase_time(level, kind, V, g, cluster))
     return Breakdown(parts, unit="s")
+
+
+def hierarchical_pipelined_time(collective, nbytes, cluster, n_devices=None) -> float:
+    """The hierarchy with its phases overlapped: every phase's latency, but only the slowest
+    phase's bandwidth term,
+
+        T = sum_phases s alpha + max_levels (b V / W summed over that level's phases),
+
+    what cutting the array into chunks and running the phases as a pipeline approaches (the
+    phases of :func:`hierarchical_time` are otherwise in sequence). Bounds: the slowest level
+    alone below, :func:`hierarchical_time` above.
+
+    >>> round(hierarchical_pipelined_time("all_reduce", 16e9, hardware.cluster("h100", 1024)) * 1e3, 1)
+    80.7
+
+    See: Chapter "Networks and collectives", "Hierarchical collectives".
+    """
+    cluster = _as_cluster(cluster)
+    full = hierarchical_time(collective, nbytes, cluster, n_devices)
+    zero = hierarchical_time(collective, 0.0, cluster, n_devices)
+    bandwidth = [np.asarray(full[lv]) - np.asarray(zero[lv]) for lv in full]
+    return _out(np.asarray(zero.total) + np.max(np.stack(bandwidth), axis=0))
+
+
+class RingTerms(NamedTuple):
+    """The parts of a flat multi-rail ring collective (seconds); see :func:`multirail_ring_time`."""
+
+    latency_time: float  # s * alpha, at the slowest hop the ring crosses
+    intra_time: float  # b V / W_gpu: what each device pushes over NVLink
+    inter_time: float  # b V / (r W_nic): what each node pushes out through its r NICs
+
+    @property
+    def total(self) -> float:
+        """latency + max(intra, inter): NVLink and NIC traffic flow at the same time."""
+        return _out(np.asarray(self.latency_time)
+                    + np.maximum(np.asarray(self.intra_time), np.asarray(self.inter_time)))
+
+
+_RING_KINDS = ("all-gather", "reduce-scatter", "all-reduce")
+
+
+def multirail_ring_terms(collective, nbytes, cluster, n_devices=None, *, rails=None) -> RingTerms:
+    """Latency, NVLink and NIC parts of a flat ring collective run as one ring per NIC (rail).
+
+    How NCCL runs a ring over k nodes of m GPUs: it builds r rings (one per NIC, r = m on a DGX
+    H100) that each visit the m GPUs of a node one after another over NVLink, leave the node
+    through their own NIC and enter the next node. Every ring carries 1/r of the array, and every
+    link of a ring carries the same share, so with (s, b) of a one-way ring over n = m k devices
+    (:func:`cost_terms`: AllGather b = (n - 1)/n, AllReduce 2 (n - 1)/n):
+
+        intra = b V / W_gpu          (each GPU's NVLink carries its part of all r rings)
+        inter = b V / (r W_nic)      (a node's r NICs each carry one ring's crossing)
+        T     = s alpha + max(intra, inter)
+
+    The two parts overlap (every step moves data over NVLink and the NICs at once), so the ring
+    runs at its slowest link: the max, not the sum. ``intra`` is 0 with one device per node and
+    ``inter`` is 0 inside one node. W_gpu is the node's one-way per-device bandwidth
+    (``cluster.intra_node.bytes_per_s``, a switch); W_nic is ``cluster.inter_node.bytes_per_s``
+    per NIC; r * W_nic is the node's egress. alpha is the slowest hop the ring crosses (the
+    network's when k > 1). ``rails`` defaults to m (one NIC per GPU); ``rails=1`` is one ring
+    through one NIC per node, the slow flat ring a naive comparison uses.
+
+    Leaves out: the spine between pods (a flat ring crosses it through a few NICs per pod, far
+    below its oversubscribed capacity, so W_nic is used there too), NCCL's tree and NVLink SHARP
+    algorithms, and protocol overheads.
+
+    >>> t = multirail_ring_terms("all_reduce", 16e9, hardware.cluster("h100", 1024))
+    >>> round(t.intra_time * 1e3, 1), round(t.inter_time * 1e3, 1), round(t.total * 1e3, 1)
+    (71.0, 79.9, 90.2)
+
+    See: Chapter "Networks and collectives", "Hierarchical collectives".
+    """
+    kind = canonical_kind(collective)
+    if kind not in _RING_KINDS:
+        raise ValueError(f"collective={collective!r}: a ring runs {', '.join(_RING_KINDS)}; "
+                         "for an all-to-all use hierarchical_time")
+    cluster = _as_cluster(cluster)
+    if cluster.topology != "switch":
+        raise ValueError(f"cluster {cluster.name!r} has a {cluster.topology} inside its nodes; the "
+                         "multi-rail ring models switched nodes (NVSwitch) with one NIC per GPU: "
+                         "use hierarchical_time for TPU slices")
+    V = np.asarray(_positive("nbytes", nbytes, allow_zero=True), dtype=float)
+    groups = cluster_levels(cluster, n_devices)
+    m, n = groups[0], math.prod(groups)
+    k = n // m
+    if rails is None:
+        rails = m
+    if isinstance(rails, bool) or not isinstance(rails, (int, np.integer)) or not 1 <= rails <= m:
+        raise ValueError(f"rails={rails!r} must be a whole number of NICs per node in [1, {m}] "
+                         f"(one per GPU at most)")
+    s, b = cost_terms(kind, n, topology="ring")
+    if k > 1:
+        alpha = max(cluster.intra_node.latency if m > 1 else 0.0, cluster.inter_node.latency,
+                    cluster.inter_pod.latency if len(groups) == 3 else 0.0)
+    else:
+        alpha = cluster.intra_node.latency
+    intra = b * V / cluster.intra_node.bytes_per_s if m > 1 else 0.0 * V
+    inter = b * V / (int(rails) * cluster.inter_node.bytes_per_s) if k > 1 else 0.0 * V
+    return RingTerms(_out(s * alpha + 0.0 * V), _out(intra), _out(inter))
+
+
+def multirail_ring_time(collective, nbytes, cluster, n_devices=None, *, rails=None) -> float:
+    """Time of a flat ring collective over a GPU cluster, one ring per NIC:
+
+        T = s alpha + b V max(1 / W_gpu, 1 / (r W_nic)).
+
+    For an AllReduce of V bytes on k nodes of m GPUs with one NIC each (r = m), about
+    max(2V / W_gpu, 2V / W_node_egress): NVLink and NIC traffic overlap. The parts and the
+    assumptions are in :func:`multirail_ring_terms`; ``cluster`` is a Cluster or a preset name.
+
+    >>> round(multirail_ring_time("all_reduce", 16e9, "dgx-h100") * 1e3, 1)
+    62.3
+
+    See: Chapter "Networks and collectives", "Hierarchical collectives".
+    """
+    return multirail_ring_terms(collective, nbytes, cluster, n_devices, rails=rails).total
 
 
 def cluster_latency_bound_bytes(collective, cluster, n_devices=None) -> float:
@@ -483,6 +656,7 @@ def cluster_latency_bound_bytes(collective, cluster, n_devices=None) -> float:
 
     See: Chapter "Networks and collectives", "The latency-bound regime".
     """
+    cluster = _as_cluster(cluster)
     t0 = hierarchical_time(collective, 0.0, cluster, n_devices).total
     slope = hierarchical_time(collective, 1.0, cluster, n_devices).total - t0
     return float(t0 / slope) if slope > 0 else math.nan
@@ -502,11 +676,14 @@ def flat_cluster(accelerator, n, topology, *, shape=None) -> hardware.Cluster:
     """
     if topology not in TOPOLOGIES:
         raise ValueError(f"topology={topology!r}; valid choices: {', '.join(TOPOLOGIES)}")
+    if np.ndim(n) != 0:
+        raise ValueError(f"n={n!r}: flat_cluster builds one cluster; give one device count")
     n = int(_check_n(n))
     kw = {"torus_shape": (), "wraparound": ()}
     if topology.startswith("torus"):
-        dims = tuple(shape) if shape else hardware.torus_shape(n, 2 if topology == "torus_2d"
-                                                                else 3)
+        ndim = 2 if topology == "torus_2d" else 3
+        dims = (hardware.torus_shape(n, ndim) if shape is None
+                else _axes(n, topology, shape, True)[0])
         try:
             wrap = hardware.wraparound(accelerator, dims)
         except ValueError:  # not a TPU, or a torus this TPU does not build

@@ -123,6 +123,29 @@ def copy_bandwidth(nbytes: float = 2e8, repeats: int = 3) -> float:
     return 2 * src.nbytes / t
 
 
+def device_bandwidth(device: Device | None = None, nbytes: float = 2.5e8, repeats: int = 3) -> float:
+    """Measured memory bandwidth (bytes/s) of ``device`` itself: read + write of a large array.
+
+    On a JAX device (a GPU or TPU with no preset, a T4 or a TPU v2, say) this times ``x + 1`` on
+    an fp32 array of ``nbytes`` held in the device's own memory, jitted and waited for with
+    ``block_until_ready``: the kernel reads ``nbytes`` and writes ``nbytes``, so the bandwidth is
+    2 * nbytes / t. With the numpy backend it is :func:`copy_bandwidth` (host RAM). Caches make
+    small arrays look faster: keep ``nbytes`` well above the last-level cache (50 MB on an H100).
+    """
+    nbytes = check_positive("nbytes", nbytes)
+    device = device or detect_device(use_jax=False)
+    if device.backend != "jax":
+        return copy_bandwidth(nbytes, repeats)
+    import jax
+    import jax.numpy as jnp
+
+    n = int(nbytes // 4)
+    x = jax.device_put(jnp.ones(n, jnp.float32), jax.devices()[0])
+    f = jax.jit(lambda a: a + 1.0)  # one fused elementwise kernel: read x, write a new array
+    t = _timer(lambda: f(x).block_until_ready(), repeats)
+    return 2 * x.nbytes / t
+
+
 @dataclass(frozen=True)
 class MatmulMeasurements:
     """Square matmuls of each size: FLOPs, bytes, seconds and achieved FLOP/s (arrays)."""
@@ -154,7 +177,8 @@ def measure_matmuls(sizes, device: Device | None = None, repeats: int = 3) -> Ma
 
 def measured_accelerator(m: MatmulMeasurements, bandwidth: float) -> hardware.Accelerator:
     """An Accelerator for a machine with no datasheet: the best measured FLOP/s as its peak and
-    a measured copy bandwidth as its memory bandwidth (an empirical roofline)."""
+    a measured bandwidth of the same device's memory (:func:`device_bandwidth`) as its memory
+    bandwidth (an empirical roofline)."""
     return hardware.Accelerator(
         name="this machine (measured)", kind=m.device.kind,
         peak_flops={m.device.dtype: float(np.max(m.flops_per_s))},
@@ -162,4 +186,4 @@ def measured_accelerator(m: MatmulMeasurements, bandwidth: float) -> hardware.Ac
 
 
 __all__ = ["Device", "MatmulMeasurements", "accelerator_from_device_kind", "copy_bandwidth",
-           "detect_device", "measure_matmuls", "measured_accelerator", "time_matmul"]
+           "detect_device", "device_bandwidth", "measure_matmuls", "measured_accelerator", "time_matmul"]

@@ -13,6 +13,8 @@ Papers count FLOPs differently, which is half of what Chapter 7 is about:
   FLOP/s per GPU counted as 96·B·s·l·h²·(1 + s/6h + V/16lh) per step: the forward pass run twice
   (full activation recomputation), i.e. hardware FLOPs. ``flops_convention="full"`` marks them.
 - Llama 3 (2024, Table 4) reports TFLOPs/GPU and BF16 MFU without stating how it counts attention.
+- DeepSeek-V3 (2024) trained with fp8 matmuls and reports GPU-hours, no MFU: any MFU quoted for it
+  depends on the peak chosen (:func:`whole_run_mfu` with ``dtype``).
 
 See: Chapter 7, "MFU and HFU".
 """
@@ -22,7 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import hardware, models, transformer
-from .units import DAY, _brief, check_choice, check_count, check_fraction, check_positive
+from .units import (DAY, HOUR, _brief, check_choice, check_count, check_fraction,
+                    check_positive)
 
 CONVENTIONS = ("none", "full")
 
@@ -222,6 +225,19 @@ LLAMA3_405B_GPU_HOURS = 30.84e6
 LLAMA3_405B_TRAIN_FLOPS = 3.8e25
 LLAMA3_405B_TOKENS = 15.6e12
 
+# DeepSeek-V3 (DeepSeek-AI 2024, arXiv 2412.19437): 14.8T pre-training tokens of 4K sequences
+# (section 4.2), "180K H800 GPU hours" per trillion tokens, "3.7 days on our cluster with 2048
+# H800 GPUs", 2,664K GPU hours for pre-training (section 1, Table 1). FP8 GEMMs for the layers'
+# matmuls; embedding, output head, MoE gating, norms and attention operators in BF16/FP32
+# (section 3.3). The report prints no MFU. The H800 is the export version of the H100 SXM with
+# the same tensor cores (its NVLink is cut to 400 GB/s), so the "h100" preset's peaks apply.
+DEEPSEEK_V3_TOKENS = 14.8e12
+DEEPSEEK_V3_T = 4096
+DEEPSEEK_V3_GPU_HOURS_PER_TRILLION = 180e3
+DEEPSEEK_V3_PRETRAIN_GPU_HOURS = 2664e3
+DEEPSEEK_V3_N_GPUS = 2048
+DEEPSEEK_V3_ACCELERATOR = "h100"  # H800: the H100's compute
+
 
 # ---- lookups ------------------------------------------------------------------------------------
 def names() -> tuple[str, ...]:
@@ -340,6 +356,25 @@ def implied_step_time(run, *, causal: bool = False) -> float:
     """
     r = get(run)
     return r.tokens_per_step / implied_tokens_per_s(r, causal=causal)
+
+
+def whole_run_mfu(cfg, T, n_tokens, gpu_hours, accelerator, *, dtype="bf16",
+                  causal: bool = False) -> float:
+    """Model FLOPs of ``n_tokens`` tokens at sequence length T over what ``gpu_hours`` of
+    ``accelerator`` could do at its dense ``dtype`` peak: flops_per_token · n_tokens /
+    (gpu_hours · 3600 · C).
+
+    The denominator is a choice: pass ``dtype="fp8"`` for the fp8 peak of a run whose matmuls
+    ran in fp8 (half the figure on an H100), or compare with
+    :func:`transformer.mixed_precision_peak`.
+
+    >>> round(whole_run_mfu("deepseek-v3", DEEPSEEK_V3_T, 1e12,
+    ...                     DEEPSEEK_V3_GPU_HOURS_PER_TRILLION, "h100"), 3)
+    0.439
+    """
+    f = transformer.flops_per_token(cfg, T, causal=causal) * check_positive("n_tokens", n_tokens)
+    seconds = check_positive("gpu_hours", gpu_hours) * HOUR
+    return f / (seconds * hardware.get(accelerator).peak_flops_per_s(dtype))
 
 
 def estimated_days(estimate: TimeEstimate) -> float:

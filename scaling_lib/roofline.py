@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import hardware
-from .units import check_count, check_positive, dtype_bytes, scalar_or_array as _out
+from .units import check_positive, dtype_bytes, scalar_or_array as _out
 
 
 def arithmetic_intensity(flops, nbytes):
@@ -88,6 +88,23 @@ def no_overlap_utilization(intensity, accelerator, dtype="bf16"):
     acc = hardware.get(accelerator)
     i = check_positive("intensity", intensity)
     return _out(i / (i + acc.critical_intensity(dtype)))
+
+
+def elementwise_intensity(n_inputs=1, flops_per_element=1.0, dtype="bf16"):
+    """Arithmetic intensity of an elementwise op: reads ``n_inputs`` arrays, writes one.
+
+    I = f / ((n_in + 1) * a), with f the FLOPs per output element and a the bytes per element.
+    In bf16 a scale or an activation like ReLU (one input, about one FLOP) moves 4 bytes per
+    element, a residual add (two inputs, one FLOP) 6: I = 1/4 and 1/6, about 0.2, three orders of
+    magnitude under any chip's critical intensity. Broadcast operands that stay in cache (a norm's
+    weight vector) are not counted.
+
+    >>> elementwise_intensity(1, 1), round(elementwise_intensity(2, 1), 3)
+    (0.25, 0.167)
+    """
+    n = check_positive("n_inputs", n_inputs)
+    f = check_positive("flops_per_element", flops_per_element)
+    return _out(f / ((n + 1) * dtype_bytes(dtype)))
 
 
 def matmul_flops(B, D, F):
@@ -166,6 +183,17 @@ def critical_batch(accelerator, dtype="bf16", *, weight_dtype=None, D=None, F=No
         return _out(np.where(denom > 0, i_star * w * D * F / np.where(denom > 0, denom, 1.0), np.inf))
 
 
+def _check_chips(n, least=2):
+    """n chips sharing a matmul: a whole number >= ``least``."""
+    arr = np.asarray(n) if not isinstance(n, (str, bytes)) else np.asarray(np.nan)
+    ok = arr.dtype.kind in "iuf" and np.all(np.isfinite(arr)) and np.all(arr >= least) and np.all(
+        arr % 1 == 0)
+    if isinstance(n, (bool, np.bool_)) or not ok:
+        raise ValueError(f"n={n!r} chips is not allowed: the matmul is split over a whole number "
+                         f"of chips >= {least}")
+    return check_positive("n", n)
+
+
 def sharded_matmul_times(B, D, F, n, accelerator, *, link_bytes_per_s=None, dtype="bf16"):
     """Network roofline of [B, D] x [D, F] with the contraction dimension D split over n chips.
 
@@ -182,7 +210,7 @@ def sharded_matmul_times(B, D, F, n, accelerator, *, link_bytes_per_s=None, dtyp
     True
     """
     acc = hardware.get(accelerator)
-    n = check_count("n", n)
+    n = _check_chips(n, least=1)
     bw = acc.link_bytes_per_s if link_bytes_per_s is None else link_bytes_per_s
     bw = check_positive("link_bytes_per_s", bw)
     tm = matmul_flops(B, D, F) / n / acc.peak_flops_per_s(dtype)
@@ -200,7 +228,7 @@ def network_critical_dim(accelerator, n=2, *, link_bytes_per_s=None, dtype="bf16
     8756
     """
     acc = hardware.get(accelerator)
-    n = check_count("n", n)
+    n = _check_chips(n)
     bw = acc.link_bytes_per_s if link_bytes_per_s is None else link_bytes_per_s
     bw = check_positive("link_bytes_per_s", bw)
     return (n - 1) * dtype_bytes(dtype) * acc.peak_flops_per_s(dtype) / bw

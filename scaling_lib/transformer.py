@@ -196,6 +196,12 @@ def _attention_core_flops_per_token(cfg, T, causal: bool):
     return 2.0 * T * cfg.N * (h_qk + h_v) * (0.5 if causal else 1.0)
 
 
+def _scores_flops_per_token(cfg, T, causal: bool):
+    """Forward FLOPs of the scores QKᵀ alone, per token and layer: 2·T·N·H_qk (half if causal)."""
+    h_qk = cfg.H if cfg.mla is None else cfg.mla.qk_head_dim
+    return 2.0 * T * cfg.N * h_qk * (0.5 if causal else 1.0)
+
+
 def forward_flops(cfg, B, T, *, include_attention: bool = True, causal: bool = False):
     """FLOPs of one forward pass over B sequences of T tokens.
 
@@ -222,7 +228,7 @@ def forward_flops(cfg, B, T, *, include_attention: bool = True, causal: bool = F
 
 
 def train_flops(cfg, B, T, *, include_attention: bool = True, causal: bool = False,
-                recompute: str = "none"):
+                recompute: str = "none", flash_attention: bool = False):
     """FLOPs of one training step (forward + backward) over B sequences of T tokens.
 
     F_train = 3·F_fwd: the backward pass computes gradients with respect to both activations
@@ -231,8 +237,19 @@ def train_flops(cfg, B, T, *, include_attention: bool = True, causal: bool = Fal
     F = 4·F_fwd,layers + 3·F_fwd,unembedding; "selective" re-runs only attention's QKᵀ and AV
     (Korthikanti et al. 2022). The default, "none", is the model FLOPs that MFU counts.
 
+    ``flash_attention`` adds what a FlashAttention backward recomputes instead of reading back:
+    the scores S = QKᵀ, one more forward QKᵀ matmul per layer, 2·T·N·H_qk FLOPs per token
+    (halved with ``causal``; the softmax it also recomputes is elementwise and not counted). Its
+    backward does 5 attention matmuls where a stored-scores backward does 4 (Dao 2023,
+    FlashAttention-2, section 3.1.2: 2.5x the forward's 2). This is hardware work, added to any
+    ``recompute`` (a recomputed forward runs the kernel's forward again; its backward still
+    recomputes QKᵀ), and never part of the model FLOPs.
+
     >>> train_flops("llama3-8b", 1, 4096) / forward_flops("llama3-8b", 1, 4096)
     3.0
+    >>> extra = train_flops("llama3-8b", 1, 4096, flash_attention=True) - train_flops("llama3-8b", 1, 4096)
+    >>> extra == 32 * 2 * 4096 * 4096 * 32 * 128  # L · 2·T²·N·H: one QKᵀ per layer
+    True
     """
     check_choice("recompute", recompute, RECOMPUTE)
     c = _cfg(cfg)
@@ -247,13 +264,19 @@ def train_flops(cfg, B, T, *, include_attention: bool = True, causal: bool = Fal
             total = total + B * T * (2.0 * layers + attn)
         else:
             total = total + B * T * attn
+    if flash_attention and include_attention:
+        total = total + B * T * c.L * _scores_flops_per_token(c, T, causal)
     return _out(total)
 
 
 def flops_per_token(cfg, T, training: bool = True, include_attention: bool = True, *,
-                    causal: bool = False, recompute: str = "none"):
+                    causal: bool = False, recompute: str = "none",
+                    flash_attention: bool = False):
     """FLOPs per token at sequence length T: about 6·n_params (training) or 2·n_params
     (forward), plus the attention term 12·L·T·N·H (training) or 4·L·T·N·H (forward).
+
+    ``recompute`` and ``flash_attention`` (training only) add hardware FLOPs as in
+    :func:`train_flops`; the defaults give the model FLOPs.
 
     >>> r = flops_per_token("llama3-405b", 8192) / (6 * n_params("llama3-405b"))
     >>> round(r, 3)
@@ -261,7 +284,7 @@ def flops_per_token(cfg, T, training: bool = True, include_attention: bool = Tru
     """
     if training:
         f = train_flops(cfg, 1, T, include_attention=include_attention, causal=causal,
-                        recompute=recompute)
+                        recompute=recompute, flash_attention=flash_attention)
     else:
         f = forward_flops(cfg, 1, T, include_attention=include_attention, causal=causal)
     return _out(np.asarray(f) / check_count("T", T, sweep=True))
@@ -277,6 +300,50 @@ def six_n_flops(n_params, n_tokens):
     '3.80e+25'
     """
     return _out(6.0 * check_positive("n_params", n_params) * check_positive("n_tokens", n_tokens))
+
+
+def palm_flops_per_token(cfg, T, *, causal: bool = False):
+    """PaLM's model FLOPs per token (Chowdhery et al. 2022, appendix B): 6·n_params + 12·L·N·H·T.
+
+    Exact (up to the norms' few thousand parameters) for a model with tied embeddings, like
+    PaLM, where the one V x D matrix is the output layer's matmul (n_params counts the active
+    parameters of an MoE model). For an untied model the
+    6·n_params term also counts the input embedding, a lookup with no FLOPs, and exceeds
+    :func:`flops_per_token` by 6·V·D per token. ``causal`` halves the attention term.
+
+    >>> round(palm_flops_per_token("palm-540b", 2048) / flops_per_token("palm-540b", 2048), 5)
+    1.00001
+    >>> round(palm_flops_per_token("llama3-8b", 8192) / flops_per_token("llama3-8b", 8192), 3)
+    1.054
+    """
+    c = _cfg(cfg)
+    T = check_positive("T", T)
+    attn = 12.0 * c.L * c.N * c.H * T * (0.5 if causal else 1.0)
+    return _out(6.0 * n_params(c, active=True) + attn)
+
+
+def mixed_precision_peak(cfg, T, accelerator, *, matmul_dtype="fp8", other_dtype="bf16",
+                         causal: bool = False):
+    """Peak FLOP/s of a training step whose layer matmuls run in ``matmul_dtype`` and the rest
+    in ``other_dtype``: the FLOP-weighted harmonic mean of the two peaks.
+
+    C_mix = F / (F_low / C_low + F_high / C_high), where F_low are the FLOPs per token of the
+    attention projections, the MLPs and the experts, and F_high the rest: attention's QKᵀ and AV,
+    the router and the unembedding, which DeepSeek-V3 keeps in BF16 (DeepSeek-AI 2024, section
+    3.3.1: "the embedding module, the output head, MoE gating modules, normalization operators,
+    and attention operators"). It is the time every FLOP would take at its own dtype's dense
+    peak, so an MFU against it is a fraction in [0, 1] for the run as configured.
+
+    >>> round(mixed_precision_peak("llama3-8b", 4096, "h100") / 1e12)  # TFLOP/s, bf16: 989
+    1668
+    """
+    acc = hardware.get(accelerator)
+    b = breakdown_flops_per_token(cfg, T, causal=causal)
+    low_parts = ("attention projections", "mlp", "experts")
+    low = sum(v for k, v in b.items() if k in low_parts)
+    high = b.total - low
+    return _out(b.total / (low / acc.peak_flops_per_s(matmul_dtype)
+                           + high / acc.peak_flops_per_s(other_dtype)))
 
 
 def attention_crossover_T(cfg, against: str = "dense", *, causal: bool = False):
@@ -367,19 +434,27 @@ def mfu(cfg, tokens_per_s, n_devices, accelerator, T, dtype="bf16", *, causal: b
 
 
 def hfu(cfg, tokens_per_s, n_devices, accelerator, T, dtype="bf16", *,
-        recompute: str = "full", causal: bool = False, allow_above_peak: bool = False):
+        recompute: str = "full", causal: bool = False, flash_attention: bool = True,
+        allow_above_peak: bool = False):
     """Hardware FLOPs utilisation: like :func:`mfu`, but counting recomputed FLOPs too.
 
     With full recomputation each layer's forward runs twice, so HFU ≈ 4/3 · MFU;
-    with selective recomputation only attention's QKᵀ and AV are repeated. Above 1 raises
-    ValueError unless ``allow_above_peak``, as in :func:`mfu`.
+    with selective recomputation only attention's QKᵀ and AV are repeated.
+    ``flash_attention`` (default True: every current training stack uses a fused attention
+    kernel that does not store the T x T scores) also counts the QKᵀ its backward recomputes,
+    one more 2·T·N·H per token and layer (see :func:`train_flops`); pass False for a kernel
+    that stores the scores, or to compare with figures counted before FlashAttention
+    (Megatron-LM 2021, MT-NLG 2022). Above 1 raises ValueError unless ``allow_above_peak``,
+    as in :func:`mfu`.
 
     >>> m = mfu("llama3-8b", 1e6, 128, "h100", 8192)
-    >>> round(hfu("llama3-8b", 1e6, 128, "h100", 8192) / m, 3)
+    >>> round(hfu("llama3-8b", 1e6, 128, "h100", 8192, flash_attention=False) / m, 3)
     1.315
+    >>> round(hfu("llama3-8b", 1e6, 128, "h100", 8192) / m, 3)
+    1.352
     """
     f = flops_per_token(cfg, T, training=True, include_attention=True, causal=causal,
-                        recompute=recompute)
+                        recompute=recompute, flash_attention=flash_attention)
     return _out(_utilization(f, tokens_per_s, n_devices, accelerator, dtype, "HFU",
                              allow_above_peak))
 

@@ -397,3 +397,141 @@ def test_explorer_plot_draws_library_numbers():
     with pytest.raises(ValueError, match="can run"):  # 12 GPUs do not fill nodes of 8
         wc.plot_collective_costs(ax, "all-gather", "hierarchical", 12, ("h100",))
     plt.close(fig)
+
+
+# ---- the flat multi-rail ring (one ring per NIC), the fair alternative to the hierarchy ---------
+
+RING_KINDS = ("all-gather", "reduce-scatter", "all-reduce")
+
+
+@pytest.mark.parametrize("kind", RING_KINDS)
+def test_multirail_ring_inside_one_node_is_the_hierarchy(kind):
+    """n_nodes = 1: no NIC is crossed; the ring is the node's own ring, as the hierarchy has it."""
+    for c in (hardware.get_cluster("dgx-h100"), hardware.cluster("a100-80gb", 8),
+              hardware.cluster("h100", 4)):
+        for V in (0.0, 1e6, 3e9):
+            t = C.multirail_ring_terms(kind, V, c)
+            assert t.inter_time == 0.0
+            assert t.total == pytest.approx(C.hierarchical_time(kind, V, c).total, rel=1e-12)
+
+
+@pytest.mark.parametrize("kind", RING_KINDS)
+def test_multirail_ring_with_one_gpu_per_node_is_a_ring_over_the_nics(kind):
+    """One GPU per node: no NVLink hop; a ring over k NICs, which is the hierarchy's only phase."""
+    for k in (2, 16, 128):
+        c = hardware.cluster("h100", k, devices_per_node=1)
+        for V in (0.0, 1e6, 3e9):
+            t = C.multirail_ring_terms(kind, V, c)
+            assert t.intra_time == 0.0
+            assert t.total == pytest.approx(C.hierarchical_time(kind, V, c).total, rel=1e-12)
+            assert t.total == pytest.approx(C.collective_time(
+                kind, V, k, c.inter_node.bytes_per_s, latency=c.inter_node.latency))
+
+
+def test_multirail_ring_formula_and_rails():
+    """T = s alpha + b V max(1/W_gpu, 1/(r W_nic)); r = 1 is the one-NIC ring of a naive flat
+    comparison, r = 8 gives the node's whole egress."""
+    c = hardware.cluster("h100", 1024)
+    V, n = 16e9, 1024
+    b = 2 * (n - 1) / n
+    t8 = C.multirail_ring_terms("all-reduce", V, c)
+    assert t8.intra_time == pytest.approx(b * V / 450e9)
+    assert t8.inter_time == pytest.approx(b * V / (8 * 50e9))
+    assert t8.latency_time == pytest.approx(2 * (n - 1) * c.inter_node.latency)
+    assert t8.total == pytest.approx(t8.latency_time + max(t8.intra_time, t8.inter_time))
+    t1 = C.multirail_ring_time("all-reduce", V, c, rails=1)
+    assert t1 == pytest.approx(C.all_reduce_time(V, n, 50e9, topology="switch",
+                                                 latency=c.inter_node.latency))
+    assert t1 > 7 * t8.total  # the single-NIC ring pushes 8x the bytes through each NIC
+    # more rails never slow it down
+    times = [C.multirail_ring_time("all-reduce", V, c, rails=r) for r in range(1, 9)]
+    assert all(a >= b_ for a, b_ in zip(times, times[1:]))
+
+
+@pytest.mark.parametrize("accelerator", ["h100", "a100-80gb", "b200"])
+@pytest.mark.parametrize("kind", RING_KINDS)
+def test_multirail_ring_against_the_hierarchical_schedule(accelerator, kind):
+    """Invariant on bandwidth terms (latency removed). Each link of the flat ring carries
+    b(n) >= b(m), b(k) of the bytes the hierarchy's phases carry, so the ring is never faster than
+    the hierarchy's slowest phase. It is never slower than all the phases in sequence once
+    k V / W_gpu >= V / (m W_nic) (k nodes' worth of NVLink
+    time covers the network time), which holds from a few nodes on."""
+    for n in (16, 64, 1024):
+        c = hardware.cluster(accelerator, n)
+        m, k = C.cluster_levels(c)
+        V = 8e9
+        ring = C.multirail_ring_time(kind, V, c) - C.multirail_ring_time(kind, 0.0, c)
+        h, h0 = C.hierarchical_time(kind, V, c), C.hierarchical_time(kind, 0.0, c)
+        phases = [h[lv] - h0[lv] for lv in h]
+        assert ring >= max(phases) * (1 - 1e-12)
+        if k * m * c.inter_node.bytes_per_s >= c.intra_node.bytes_per_s:
+            assert ring <= sum(phases) * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: C.multirail_ring_time("all-to-all", 1e9, "dgx-h100"), "hierarchical_time"),
+    (lambda: C.multirail_ring_time("all-reduce", 1e9, "tpu-v5e-pod"), "TPU slices"),
+    (lambda: C.multirail_ring_time("all-reduce", 1e9, "dgx-h100", rails=9), r"\[1, 8\]"),
+    (lambda: C.multirail_ring_time("all-reduce", 1e9, "dgx-h100", rails=2.5), "rails"),
+    (lambda: C.multirail_ring_time("all-reduce", 1e9, "no-such-cluster"), "known: dgx-h100"),
+    (lambda: C.hierarchical_time("all-reduce", 1e9, "no-such-cluster"), "known: dgx-h100"),
+    (lambda: C.hierarchical_time("all-reduce", 1e9, 8), "name or a Cluster"),
+    (lambda: C.all_gather_time(1e9, True, 1e9), "whole number"),
+    (lambda: C.all_gather_time(1e9, "8", 1e9), "whole number"),
+    (lambda: C.all_gather_time(1e9, float("nan"), 1e9), "whole number"),
+    (lambda: C.all_gather_time(1e9, 2**70, 1e9), "whole number in"),
+    (lambda: C.all_gather_time(1e9, 2.0**50, 1e9), "whole number in"),
+    (lambda: C.all_gather_time(10**400, 8, 1e9), "too large"),
+    (lambda: C.all_gather_time(1e9 + 1j, 8, 1e9), "real number"),
+    (lambda: C.all_gather_time(True, 8, 1e9), "nbytes"),
+    (lambda: C.all_gather_time(1e9, 16, 1e9, topology="torus_2d", shape=16), "2 axes"),
+    (lambda: C.all_gather_time(1e9, 16, 1e9, topology="torus_2d", shape=(4, 4),
+                               wraparound=1), "one per axis"),
+    (lambda: C.hierarchical_schedule("all-reduce", 1e9, (4, 0.5)), "whole number"),
+    (lambda: C.hierarchical_schedule("all-reduce", 1e9, 8), "inner first"),
+    (lambda: C.pcie_bytes_per_s([4]), "PCIe generation"),
+    (lambda: C.flat_cluster("h100", [8, 16], "switch"), "one device count"),
+])
+def test_more_bad_input_raises_value_error(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_hierarchical_time_takes_a_cluster_name():
+    assert (C.hierarchical_time("all-reduce", 1e9, "dgx-h100").total
+            == C.hierarchical_time("all-reduce", 1e9, hardware.get_cluster("dgx-h100")).total)
+    assert C.cluster_levels("tpu-v5e-4x8") == (32, 1)
+
+
+@pytest.mark.parametrize("kind", ["all-gather", "all-reduce", "all-to-all"])
+def test_hierarchical_pipelined_time_is_between_the_slowest_level_and_the_sum(kind):
+    for c in (hardware.cluster("h100", 1024), hardware.get_cluster("llama3-24k"),
+              hardware.get_cluster("dgx-h100"), hardware.cluster("tpu-v5e", 512)):
+        V = 3e9
+        h, h0 = C.hierarchical_time(kind, V, c), C.hierarchical_time(kind, 0.0, c)
+        p = C.hierarchical_pipelined_time(kind, V, c)
+        assert p <= h.total * (1 + 1e-12)
+        assert p == pytest.approx(h0.total + max(h[lv] - h0[lv] for lv in h))
+        assert C.hierarchical_pipelined_time(kind, 0.0, c) == pytest.approx(h0.total)
+    # one level: nothing to overlap
+    c = hardware.get_cluster("dgx-h100")
+    assert C.hierarchical_pipelined_time(kind, 1e9, c) == pytest.approx(
+        C.hierarchical_time(kind, 1e9, c).total)
+
+
+def test_flat_vs_hierarchical_figure_draws_library_numbers():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from scaling_lib.widgets import collectives as wc
+
+    fig, ax = plt.subplots()
+    times, ns = wc.plot_flat_vs_hierarchical(ax, "all-reduce", 1e9, "h100", (16, 256))
+    plt.close(fig)
+    assert ns == [16, 32, 64, 128, 256]
+    c = hardware.cluster("h100", 64)
+    assert times["multirail"][2] == C.multirail_ring_time("all-reduce", 1e9, c)
+    assert times["one-nic"][2] == C.multirail_ring_time("all-reduce", 1e9, c, rails=1)
+    assert times["hierarchical"][2] == C.hierarchical_time("all-reduce", 1e9, c).total
+    assert times["pipelined"][2] == C.hierarchical_pipelined_time("all-reduce", 1e9, c)

@@ -5,7 +5,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from scaling_lib.exercises import MarkupError, build, make_exercise, strip_solutions
+from scaling_lib.exercises import MarkupError, build, main, make_exercise, strip_solutions
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
@@ -51,3 +51,31 @@ def test_strip_solutions_function_body_gets_not_implemented():
 def test_strip_solutions_malformed(src, msg):
     with pytest.raises(MarkupError, match=msg):
         strip_solutions(src)
+
+
+def _notebook(path, *sources):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
+    nbformat.write(nb, path)
+    return path
+
+
+def test_run_reports_every_notebook_and_fails_at_the_end(tmp_path, capsys):
+    """A cell that raises, sys.exit() and a dying kernel are reported; the next notebook runs."""
+    raises = _notebook(tmp_path / "a_raises.ipynb", "x = 1", "raise ValueError('boom')")
+    exits = _notebook(tmp_path / "b_exits.ipynb", "import sys; sys.exit(3)", "print('never')")
+    dies = _notebook(tmp_path / "c_dies.ipynb", "import os; os._exit(1)")
+    ok = _notebook(tmp_path / "d_ok.ipynb", "print(6 * 7)")
+    missing = tmp_path / "missing.ipynb"
+    before = raises.read_text()
+    assert main(["run", "--timeout", "60", str(raises), str(exits), str(dies), str(missing),
+                 str(ok)]) == 1
+    out = capsys.readouterr().out
+    assert (f"error  {raises}: cell 2 of 2 (`raise ValueError('boom')`) raised ValueError: boom"
+            in out)
+    assert f"error  {exits}: cell 1 of 2 (`import sys; sys.exit(3)`) raised SystemExit: 3" in out
+    assert f"error  {dies}: cell 1 of 1 (`import os; os._exit(1)`): DeadKernelError" in out
+    assert f"error  {missing}: cannot read it: FileNotFoundError" in out
+    assert f"ok     {ok}" in out and out.rstrip().endswith("4 of 5 notebooks failed")
+    assert "42" in nbformat.read(ok, as_version=4).cells[0].outputs[0]["text"]  # stored
+    assert raises.read_text() == before  # a failed notebook is left as it was

@@ -358,3 +358,144 @@ def test_hardware_figures_draw_library_numbers():
     with pytest.raises(ValueError, match="2D"):
         fig.plot_torus(axes[2], (4, 4, 4))
     plt.close("all")
+
+
+# ---- warps and occupancy (CUDA Programming Guide, compute capability 9.0) ----------------------
+
+from scaling_lib.hardware import clusters as hw_clusters  # noqa: E402
+from scaling_lib.hardware import internals as hw_internals  # noqa: E402
+
+
+def test_h100_sm_limits_match_the_cuda_guide():
+    lim = hw_internals.SM_LIMITS["Hopper"]
+    assert (lim.warp_size, lim.max_warps, lim.max_blocks) == (32, 64, 32)
+    assert lim.max_warps * lim.warp_size == 2048  # resident threads per SM
+    assert lim.registers * 4 == 256 * 1024  # the 256 KB register file of the memory table
+    assert lim.smem_bytes == 228 * 1024 and lim.max_smem_per_block == 227 * 1024
+    assert lim.smem_bytes <= hw.get("h100").internals.level("L1/SMEM").capacity_bytes
+
+
+def test_occupancy_limiters():
+    occ = hw_internals.occupancy
+    full = occ(32, 0, 256)
+    assert (full.blocks, full.warps, full.fraction, full.limited_by) == (8, 64, 1.0, "warps")
+    # registers: 64 per thread -> 2,048 per warp -> 32 warps of 64
+    assert occ(64, 0, 256).warps == 32 and occ(64, 0, 256).limited_by == "registers"
+    # 255 registers round up to 8,192 per warp: 8 warps
+    assert occ(255, 0, 32).warps == 8
+    # shared memory: 100 KB per block (+1 KB reserved) -> 2 blocks of 228 KB
+    o = occ(32, 100 * 1024, 128)
+    assert (o.blocks, o.limited_by) == (2, "shared memory")
+    # tiny blocks hit the 32-block cap
+    o = occ(16, 0, 32)
+    assert (o.blocks, o.warps, o.limited_by) == (32, 32, "blocks")
+    # a 1,024-thread block of 64 registers exactly fills the register file twice
+    assert occ(64, 0, 1024).blocks == 1
+    # A100 holds less shared memory per SM than H100
+    assert occ(32, 60 * 1024, 128, "Ampere").blocks < occ(32, 60 * 1024, 128).blocks
+
+
+@pytest.mark.parametrize("kw", [dict(registers_per_thread=0), dict(registers_per_thread=256),
+                                dict(registers_per_thread=32.5), dict(registers_per_thread=True),
+                                dict(threads_per_block=1025), dict(smem_bytes_per_block=-1),
+                                dict(smem_bytes_per_block=228 * 1024), dict(limits="Volta")])
+def test_occupancy_bad_input(kw):
+    args = dict(registers_per_thread=32, smem_bytes_per_block=0, threads_per_block=256) | kw
+    with pytest.raises(ValueError):
+        hw_internals.occupancy(**args)
+
+
+def test_occupancy_monotone_in_registers():
+    fr = [hw_internals.occupancy(r, 0, 128).fraction for r in range(16, 256, 8)]
+    assert all(a >= b for a, b in zip(fr, fr[1:]))
+    assert fr[0] == 1.0 and fr[-1] < 0.2
+
+
+# ---- NCCL over NVLink, NVLink SHARP ------------------------------------------------------------
+
+
+def test_nccl_h100_figures_and_efficiency():
+    f = hw_clusters.nccl_on_nvlink("h100")
+    assert f.line_bytes_per_s == hw.get("h100").link_bytes_per_s  # the one-way NVLink 4 rate
+    assert 0.75 < f.efficiency < 0.85  # "protocol overhead (~20%)" (nccl-tests #212)
+    assert f.nvls_bus_bytes_per_s > f.line_bytes_per_s > f.ring_bus_bytes_per_s
+    # busbw = algbw * 2(n-1)/n: the NVLS figures quoted together agree to within 2%
+    factor = hw_clusters.bus_bandwidth_factor("all-reduce", 8)
+    assert f.nvls_alg_bytes_per_s * factor == pytest.approx(f.nvls_bus_bytes_per_s, rel=0.02)
+    assert hw_clusters.nccl_on_nvlink("h200") == f
+    with pytest.raises(ValueError):
+        hw_clusters.nccl_on_nvlink("tpu-v5e")
+
+
+def test_bus_bandwidth_factor():
+    assert hw_clusters.bus_bandwidth_factor("all_reduce", 2) == 1.0
+    assert hw_clusters.bus_bandwidth_factor("all-gather", 4) == 0.75
+    for bad in (dict(collective="scan", n=8), dict(collective="all-reduce", n=1),
+                dict(collective="all-reduce", n=2.0)):
+        with pytest.raises(ValueError):
+            hw_clusters.bus_bandwidth_factor(**bad)
+
+
+def test_in_switch_all_reduce_halves_traffic_for_large_n():
+    f = hw_clusters.all_reduce_bytes_per_device
+    assert f(1e9, 1) == 0.0
+    assert f(1e9, 2) == f(1e9, 2, in_switch=True) == 1e9  # two GPUs: nothing to gain
+    assert f(1e9, 8) / f(1e9, 8, in_switch=True) == pytest.approx(1.75)
+    assert f(1e9, 72) / f(1e9, 72, in_switch=True) == pytest.approx(2 * 71 / 72)
+    for bad in (dict(nbytes=-1, n=8), dict(nbytes=1e9, n=0), dict(nbytes=float("nan"), n=8),
+                dict(nbytes="1e9", n=8)):
+        with pytest.raises(ValueError):
+            f(**bad)
+
+
+def test_nvl72_is_one_nvlink_domain_of_72():
+    c = hw.get_cluster("gb200-nvl72")
+    assert c.n_devices == c.devices_per_node == 72 and c.n_nodes == 1
+    assert c.intra_node.bytes_per_s / c.inter_node.bytes_per_s == 18  # 900 GB/s vs a 400 Gb/s NIC
+
+
+def test_occupancy_zero_when_one_block_does_not_fit():
+    # 512 threads x 129 registers > the 65,536-register file: CUDA refuses the launch
+    o = hw_internals.occupancy(129, 0, 512)
+    assert (o.blocks, o.warps, o.fraction, o.limited_by) == (0, 0, 0.0, "registers")
+    assert hw_internals.occupancy(128, 0, 512).blocks == 1
+
+
+def test_occupancy_figure_draws_the_calculator():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from scaling_lib.widgets import hardware as fig
+
+    _, ax = plt.subplots()
+    out = fig.plot_occupancy(ax, (256, 512))
+    assert out[256][0] == 1.0  # 16 registers: every warp slot
+    assert out[256][64 - 16] == hw_internals.occupancy(64, 0, 256).fraction
+    assert np.isnan(out[512][129 - 16])  # a 512-thread block of 129 registers cannot launch
+    plt.close("all")
+
+
+def test_tpu_v5e_vmem_bandwidth_is_about_22x_hbm():
+    """Austin et al., How to Scale Your Model, part 2: VMEM ~22x HBM, so a matmul fed from VMEM is
+    compute-bound from an intensity of about 10-20 FLOPs per byte."""
+    from scaling_lib import hardware
+
+    v5e = hardware.get("tpu-v5e")
+    ratio = v5e.internals.vmem_bytes_per_s / v5e.hbm_bytes_per_s
+    assert 21 < ratio < 23
+    assert 10 < v5e.peak_flops_per_s() / v5e.internals.vmem_bytes_per_s < 20
+    assert math.isnan(hardware.get("tpu-v5p").internals.vmem_bytes_per_s)
+
+
+def test_tpu_largest_slices_against_their_pods():
+    """v5e/v6e: the largest slice is the pod; v5p: 6,144 of 8,960 chips (Google Cloud v5p docs)."""
+    from scaling_lib import hardware
+    from scaling_lib.hardware import chips
+
+    for name, shape in chips.TPU_MAX_SLICE_SHAPE.items():
+        pod = hardware.get_cluster(f"{name}-pod")
+        assert math.prod(shape) <= pod.n_devices
+        assert (math.prod(shape) == pod.n_devices) == (name != "tpu-v5p")
+        assert all(hardware.wraparound(name, shape))
+    assert math.prod(chips.TPU_MAX_SLICE_SHAPE["tpu-v5p"]) == 6144

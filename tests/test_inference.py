@@ -5,6 +5,7 @@ from hypothesis import strategies as st
 
 from scaling_lib import hardware as hw
 from scaling_lib import inference as inf
+from scaling_lib import models
 from scaling_lib import transformer as tx
 
 MODELS = ["llama3-8b", "llama3-70b", "llama3-405b", "llama2-13b", "palm-540b"]
@@ -120,3 +121,70 @@ def test_inference_figures_draw_library_numbers():
     assert first.get_ydata()[0] == pytest.approx(
         inf.decode_step_time("llama3-70b", 1, 128, "h100", 8) * 1e3)
     plt.close("all")
+
+
+# ---- MoE experts touched, tensor-parallel all-reduces, where the cache stops fitting ----------
+def test_expected_experts_uniform_routing():
+    assert inf.expected_experts(8, 2, 1) == 2.0  # one token: exactly k experts
+    assert inf.expected_experts(256, 8, 1) == 8.0
+    B = np.array([1, 2, 4, 64, 4096])
+    e = inf.expected_experts(8, 2, B)
+    assert np.all(np.diff(e) > 0) and e[-1] == pytest.approx(8.0)
+    # Monte Carlo check of E(1 - (1 - k/E)^B) with k distinct picks per token
+    rng = np.random.default_rng(0)
+    draws = [len({x for _ in range(4) for x in rng.choice(8, 2, replace=False)})
+             for _ in range(4000)]
+    assert np.mean(draws) == pytest.approx(float(inf.expected_experts(8, 2, 4)), rel=0.03)
+    with pytest.raises(ValueError, match="k=9"):
+        inf.expected_experts(8, 9, 1)
+
+
+def test_moe_decode_reads_touched_experts_only():
+    # Mixtral 8x7B in bf16: 93 GB of weights, about 26 GB touched by one token (2 of 8 experts)
+    assert inf.weight_bytes_read("mixtral-8x7b") / 1e9 == pytest.approx(93.1, abs=0.1)
+    one = inf.weight_bytes_read("mixtral-8x7b", B=1)
+    assert one / 1e9 == pytest.approx(25.5, abs=0.1)
+    c = models.get("mixtral-8x7b")
+    assert one == 2 * (tx.active_param_count(c).total - c.V * c.D)
+    assert inf.decode_bytes(c, 1, 1024)["weights"] == one
+    assert inf.weight_bytes_read(c, B=10**6) == pytest.approx(inf.weight_bytes_read(c))
+    # dense models ignore B
+    assert inf.weight_bytes_read("llama3-8b", B=1) == inf.weight_bytes_read("llama3-8b")
+
+
+def test_tensor_parallel_all_reduces_in_decode():
+    from scaling_lib import collectives as co
+
+    c = models.get("llama3-70b")
+    assert inf.tp_decode_comm_time(c, 1, 1) == 0
+    cl = hw.cluster("h100", 8)
+    one = co.all_reduce_time(c.D * 2, 8, co.intra_node_link_bytes_per_s(cl), topology=cl.topology,
+                             latency=cl.intra_node.latency)
+    assert inf.tp_decode_comm_time(c, 1, 8) == pytest.approx(2 * c.L * one)
+    base = inf.decode_step_time(c, 1, 8192, "h100", 8)
+    with_tp = inf.decode_step_time(c, 1, 8192, "h100", 8, tp=8)
+    assert with_tp == pytest.approx(base + 2 * c.L * one)
+    # latency-bound at batch 1: doubling a tiny message barely changes the time
+    assert inf.tp_decode_comm_time(c, 2, 8) / inf.tp_decode_comm_time(c, 1, 8) < 1.01
+
+
+def test_decode_figure_marks_where_the_cache_stops_fitting():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from scaling_lib.widgets import inference as fig
+
+    _, ax = plt.subplots()
+    fit = fig.plot_decode_time(ax, contexts=(8192,))
+    assert fit[8192] == pytest.approx(inf.max_cached_tokens("llama3-70b", "h100", 8) / 8192)
+    markers = [ln for ln in ax.get_lines() if ln.get_marker() == "x" and len(ln.get_xdata())]
+    assert markers and markers[0].get_xdata()[0] == pytest.approx(fit[8192])
+    plt.close("all")
+
+
+def test_new_function_errors():
+    with pytest.raises(ValueError, match="tp=2.5"):
+        inf.tp_decode_comm_time("llama3-70b", 1, 2.5)
+    with pytest.raises(ValueError, match="B="):
+        inf.expected_experts(8, 2, 0)

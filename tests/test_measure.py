@@ -44,3 +44,42 @@ def test_nbtools_table_and_source():
     assert "def matmul_flops" in source_of(matmul_flops)
     with pytest.raises(ValueError):
         table([])
+
+
+def test_device_bandwidth_numpy_is_host_copy():
+    dev = measure.detect_device(use_jax=False)
+    assert measure.device_bandwidth(dev, 8e6, repeats=1) > 1e8
+
+
+def test_device_bandwidth_times_the_jax_device(monkeypatch):
+    pytest.importorskip("jax")
+    import jax
+
+    dev = measure.detect_device(use_jax=True)  # on a CPU-only machine: the JAX CPU device
+    assert dev.backend == "jax"
+    calls = []
+    real_jit = jax.jit
+
+    def spy(fn, *a, **k):
+        calls.append(fn)
+        return real_jit(fn, *a, **k)
+
+    monkeypatch.setattr(jax, "jit", spy)
+    bw = measure.device_bandwidth(dev, 8e6, repeats=1)
+    assert calls, "the JAX path must time a jitted kernel on the device, not a numpy copy"
+    assert 1e8 < bw < 1e14  # bytes/s: read + write of 8 MB, any real machine
+
+
+def test_device_bandwidth_counts_read_and_write(monkeypatch):
+    # with a fake clock every timed call takes exactly 1 s: bandwidth = bytes read + written
+    pytest.importorskip("jax")
+    dev = measure.detect_device(use_jax=True)
+    ticks = iter(range(100))
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: float(next(ticks)))
+    assert measure.device_bandwidth(dev, 4e6, repeats=2) == pytest.approx(2 * 4e6)
+    assert measure.copy_bandwidth(4e6, repeats=2) == pytest.approx(2 * 4e6)
+
+
+def test_device_bandwidth_bad_size():
+    with pytest.raises(ValueError):
+        measure.device_bandwidth(nbytes=0)

@@ -65,8 +65,8 @@ def test_korthikanti_table2_formulas(s, b, t):
     h, a = GPT3.D, GPT3.N
     sbh = s * b * h
 
-    def act(**kw):
-        return mem.activation_bytes(GPT3, b, s, **kw)
+    def act(**kw):  # the paper stores the attention scores: no FlashAttention
+        return mem.activation_bytes(GPT3, b, s, flash_attention=False, **kw)
     assert math.isclose(act(), sbh * (34 + 5 * a * s / h))
     assert math.isclose(act(tp=t), sbh * (10 + 24 / t + 5 * a * s / (h * t)))
     assert math.isclose(act(tp=t, sequence_parallel=True), sbh * (34 / t + 5 * a * s / (h * t)))
@@ -81,8 +81,10 @@ def test_korthikanti_table2_formulas(s, b, t):
     ("gpt3", 96, 12288, 0.70), ("mt-nlg", 128, 20480, 0.65)])
 def test_korthikanti_selective_saving(name, a, h, saved):
     cfg = models.gpt(105 if name == "mt-nlg" else 96, h, a)
-    full = mem.activation_bytes(cfg, 1, 2048, tp=8, sequence_parallel=True)
-    sel = mem.activation_bytes(cfg, 1, 2048, "selective", tp=8, sequence_parallel=True)
+    full = mem.activation_bytes(cfg, 1, 2048, tp=8, sequence_parallel=True,
+                                flash_attention=False)
+    sel = mem.activation_bytes(cfg, 1, 2048, "selective", tp=8, sequence_parallel=True,
+                               flash_attention=False)
     assert round(1 - sel / full, 2) == saved
 
 
@@ -91,8 +93,9 @@ def test_flash_attention_drops_the_quadratic_term():
     T = np.array([2048, 4096, 8192])
     flash = mem.activation_bytes(c, 1, T, flash_attention=True)
     np.testing.assert_allclose(flash[1:] / flash[:-1], 2.0)  # linear in T
-    naive = mem.activation_bytes(c, 1, T)
+    naive = mem.activation_bytes(c, 1, T, flash_attention=False)
     assert np.all(np.diff(naive / T) > 0)  # superlinear without it
+    assert np.all(mem.activation_bytes(c, 1, T) == flash)  # FlashAttention is the default
 
 
 def test_gqa_and_gated_mlp_terms():
@@ -100,7 +103,7 @@ def test_gqa_and_gated_mlp_terms():
     # attention output 2NH, MLP gate/up/product 3·2F, scores 2·N·T per token.
     c = models.get("llama3-8b")
     T = 1024
-    b = mem.activation_breakdown(c, 1, T)
+    b = mem.activation_breakdown(c, 1, T, flash_attention=False)
     assert b["norms, inputs and masks"] == T * 8 * c.D
     assert b["q, k, v"] == T * 2 * (c.N + 2 * c.K) * c.H
     assert b["mlp hidden"] == T * 6 * c.F
@@ -254,3 +257,116 @@ def test_full_recompute_keeps_checkpoints_plus_one_layer():
     assert math.isclose(m["activations"], want)
     assert math.isclose(m["activations"], c.L * 2 * 8192 * c.D
                         + mem.activation_bytes(c, 1, 8192, flash_attention=True))
+
+
+# ---- depth: recipes, logits, recompute overhead, offload, timeline, accumulation, cp ----------
+def test_fp8_and_8bit_adam_recipes():
+    # DeepSeek-V3 section 3.3: fp8 weight copies, fp32 master and gradients, bf16 moments.
+    assert dict(mem.bytes_per_param("fp8")) == {"parameters": 1, "gradients": 4, "optimizer": 8}
+    assert mem.bytes_per_param("fp8").total == 13  # fp8 saves little on model states
+    # Dettmers et al. 2022: 1-byte Adam moments on top of mixed precision.
+    assert mem.bytes_per_param("mixed_8bit_adam").total == 10
+    # fp8 activations (dtype="fp8") halve the bf16 activations of a layer without dropout
+    c = models.get("llama3-8b")
+    assert math.isclose(mem.activation_bytes(c, 1, 4096, dtype="fp8", flash_attention=False),
+                        mem.activation_bytes(c, 1, 4096, flash_attention=False) / 2)
+
+
+def test_logits_bytes_and_training_memory_term():
+    c = models.get("llama3-8b")
+    assert mem.logits_bytes(c, 2, 4096) == 4 * 2 * 4096 * c.V
+    assert mem.logits_bytes(c, 2, 4096, 4, copies=3, chunks=8) == 3 * 4 * 2 * 4096 * c.V / 32
+    m = mem.training_memory(c, ParallelPlan(tp=2, micro_batch=2), 2, 4096)
+    assert m["logits"] == mem.logits_bytes(c, 2, 4096, 2)
+
+
+@pytest.mark.parametrize("cfg, want", [
+    # Korthikanti et al. 2022, section 4.2: "2.7% FLOPs overhead" (GPT-3), 1.6% (MT-NLG 530B).
+    (models.get("gpt3-175b"), 0.027), (models.gpt(105, 20480, 128), 0.016)])
+def test_selective_overhead_paper_convention(cfg, want):
+    ours = mem.selective_recompute_overhead(cfg, 2048)
+    paper = mem.selective_recompute_overhead(cfg, 2048, convention="korthikanti")
+    assert round(float(paper), 3) == want
+    assert 0.25 < ours / paper < 0.4  # one forward of QK^T and AV, against the paper's three
+    with pytest.raises(ValueError, match="convention"):
+        mem.selective_recompute_overhead(cfg, 2048, convention="hfu")
+
+
+def test_offload_keeps_only_16_bit_weights_on_device():
+    b = mem.offloaded_state_bytes(7.5e9, 64)
+    assert b["device"] == 2 * 7.5e9
+    assert math.isclose(b["host"], 14 * 7.5e9 / 64)
+    assert math.isclose(b["device"] + b["host"] * 64, mem.model_state_bytes(7.5e9).total)
+    from scaling_lib import collectives as co
+    assert math.isclose(mem.offload_transfer_time(7.5e9, 64),
+                        2 * 7.5e9 / 64 / co.pcie_bytes_per_s(5, 16))
+    assert mem.offload_transfer_time(7.5e9, pcie_bytes_per_s=1e9) == 15.0
+
+
+def test_gradient_accumulation_keeps_activations_per_micro_batch():
+    c = models.get("llama3-8b")
+    plan = ParallelPlan(dp=8, zero=3)
+    one = mem.training_memory(c, plan, 8, 4096)
+    acc = mem.training_memory(c, plan, 8 * 16, 4096)  # 16 micro-batches accumulated
+    assert acc["activations"] == one["activations"] and acc.total == one.total
+    bigger = mem.training_memory(c, plan.with_changes(micro_batch=4), 32, 4096)
+    assert math.isclose(bigger["activations"], 4 * one["activations"])
+
+
+def test_context_parallelism_divides_activations():
+    c = models.get("llama3-70b")
+    base = mem.training_memory(c, ParallelPlan(tp=8, sequence_parallel=True), 1, 131072)
+    cp = mem.training_memory(c, ParallelPlan(tp=8, cp=16, sequence_parallel=True), 1, 131072)
+    assert math.isclose(cp["activations"], base["activations"] / 16)
+    assert math.isclose(mem.activation_bytes(c, 1, 131072, cp=16),
+                        mem.activation_bytes(c, 1, 131072) / 16)
+
+
+@pytest.mark.parametrize("kw", [dict(dp=8, zero=3), dict(dp=8, zero=1), dict(),
+                                dict(dp=4, zero=2, recompute="full"),
+                                dict(dp=2, zero=3, micro_batch=2, tp=2, sequence_parallel=True)])
+def test_memory_timeline_invariants(kw):
+    c = models.get("llama3-8b")
+    plan = ParallelPlan(**kw)
+    phases, m = mem.memory_timeline(c, plan, 4096, loss_copies=1)
+    full = mem.training_memory(c, plan, plan.dp * plan.micro_batch, 4096)
+    assert len(phases) == 2 * c.L + 3 and phases[0] == "start" and phases[-1] == "optimizer"
+    i_loss = phases.index("loss")
+    # at the loss: every activation and the kept logits, no gradients yet
+    assert math.isclose(m["activations"][i_loss], full["activations"] - (
+        mem.activation_bytes(c, 1, 4096) if plan.recompute == "full" else 0))
+    assert math.isclose(m.total[i_loss] - m["gather buffers"][i_loss],
+                        full.total - full["gradients"] - (
+                            mem.activation_bytes(c, 1, 4096) if plan.recompute == "full" else 0))
+    assert math.isclose(m["gradients"][-1], full["gradients"]) and m["activations"][-1] == 0
+    assert np.all(np.diff(m["gradients"][i_loss:]) >= 0)  # built up in the backward pass
+    assert (m["gather buffers"].max() > 0) == (plan.zero == 3)
+    _, m2 = mem.memory_timeline(c, plan, 4096, loss_copies=1, fragmentation=0.1)
+    np.testing.assert_allclose(m2.total, 1.1 * m.total)
+    with pytest.raises(ValueError, match="pp=2"):
+        mem.memory_timeline(c, ParallelPlan(pp=2), 4096)
+    with pytest.raises(ValueError, match="fragmentation=1.5"):
+        mem.memory_timeline(c, plan, 4096, fragmentation=1.5)
+
+
+# ---- the chapter's figures (scaling_lib.widgets.memory) ----------------------------------------
+def test_memory_figures_draw_library_numbers():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from scaling_lib.widgets import memory as fig
+
+    _, axes = plt.subplots(1, 2)
+    plans = [("dp", ParallelPlan(dp=64)), ("z3", ParallelPlan(dp=64, zero=3))]
+    res = fig.plot_training_memory(axes[0], "llama3-70b", plans, None, 8192, ymax=240)
+    assert axes[0].get_yscale() == "linear" and axes[0].get_ylim()[1] == 240
+    want = mem.training_memory("llama3-70b", plans[1][1], 64, 8192)  # FlashAttention default
+    assert res[1][1].total == want.total
+    bars = [p for p in axes[0].patches if abs(p.get_x() + p.get_width() / 2 - 1) < 1e-9]
+    assert sum(b.get_height() for b in bars) == pytest.approx(want.total / 1e9)
+    clipped = [t.get_text() for t in axes[0].texts if "↑" in t.get_text()]
+    assert len(clipped) == 1  # only the plain data-parallel bar exceeds the cut
+    phases, m = fig.plot_memory_timeline(axes[1], "llama3-8b", ParallelPlan(dp=8, zero=3), 4096)
+    assert axes[1].get_ylim()[1] >= m.total.max() / 1e9
+    plt.close("all")

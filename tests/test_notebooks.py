@@ -86,7 +86,7 @@ def test_student_error_becomes_feedback_and_run_all_goes_on():
     NotebookClient(nb, timeout=300, kernel_name="python3",  # raises if any cell errors
                    resources={"metadata": {"path": str(path.parent)}}).execute()
     out = "".join(o.get("text", "") for o in first.outputs if o.output_type == "stream")
-    assert "FAIL: 1.1: your code raised NameError" in out and "(line 3)" in out, out
+    assert "FAIL: 1.1: your code raised NameError" in out and "(line 4)" in out, out
     assert "Traceback" not in out
     later = "".join(o.get("text", "") for c in rest for o in c.outputs)
     assert later.count(NOT_SOLVED) == len(rest)

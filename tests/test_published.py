@@ -30,7 +30,8 @@ def test_palm_540b_mfu_table3_46_2_percent():
 def test_palm_540b_hfu_57_8_lies_between_mfu_and_full_recomputation():
     # PaLM's rematerialization policy is not published, so 57.8% can only be bracketed.
     r = pb.get("palm-540b")
-    full = tx.hfu(r.model, pb.tokens_per_s(r), r.n_devices, r.accelerator, r.T, recompute="full")
+    full = tx.hfu(r.model, pb.tokens_per_s(r), r.n_devices, r.accelerator, r.T, recompute="full",
+                   flash_attention=False)  # PaLM (2022, TPU) predates FlashAttention
     assert pb.mfu(r) < r.hfu < full
     assert full == pytest.approx(0.615, abs=0.001)
 
@@ -203,6 +204,30 @@ def test_mfu_figures_draw_library_numbers():
     assert len(fig.plot_published(axes[0])) == len(fig.DEFAULT_RUNS)
     m, h = fig.plot_mfu_vs_step_time(axes[1], "llama3-70b", "h100", 1024, 512, 8192, mark=6.0)
     assert m == pytest.approx(tx.mfu("llama3-70b", 512 * 8192 / 6.0, 1024, "h100", 8192))
-    assert h / m == pytest.approx(1 / pb.model_flops_fraction("llama3-70b", 8192))
+    # HFU counts full recomputation and the QKᵀ FlashAttention's backward recomputes
+    assert h / m == pytest.approx(
+        tx.flops_per_token("llama3-70b", 8192, recompute="full", flash_attention=True)
+        / tx.flops_per_token("llama3-70b", 8192))
     fig.plot_upgrade(axes[2], mark=150.0)
     plt.close("all")
+
+
+def test_deepseek_v3_gpu_hours_are_consistent():
+    # DeepSeek-AI 2024, section 1: 180K H800 GPU hours per trillion tokens = 3.7 days on 2,048
+    # GPUs; 14.8T tokens in 2,664K GPU hours (Table 1). Both to the printed rounding.
+    days = pb.DEEPSEEK_V3_GPU_HOURS_PER_TRILLION / pb.DEEPSEEK_V3_N_GPUS / 24
+    assert round(days, 1) == 3.7
+    total = pb.DEEPSEEK_V3_GPU_HOURS_PER_TRILLION * pb.DEEPSEEK_V3_TOKENS / 1e12
+    assert abs(total / pb.DEEPSEEK_V3_PRETRAIN_GPU_HOURS - 1) < 0.005
+
+
+def test_whole_run_mfu_depends_on_the_stated_peak():
+    args = ("deepseek-v3", pb.DEEPSEEK_V3_T, 1e12, pb.DEEPSEEK_V3_GPU_HOURS_PER_TRILLION, "h100")
+    bf16 = pb.whole_run_mfu(*args)
+    fp8 = pb.whole_run_mfu(*args, dtype="fp8")
+    assert fp8 == pytest.approx(bf16 / 2, rel=1e-4)  # H100: 1,978.9 vs 989.4 TFLOP/s
+    f = tx.flops_per_token("deepseek-v3", pb.DEEPSEEK_V3_T) * 1e12
+    assert bf16 == pytest.approx(f / (180e3 * 3600 * H100))
+    assert pb.whole_run_mfu(*args, causal=True) < bf16
+    mix = tx.mixed_precision_peak("deepseek-v3", pb.DEEPSEEK_V3_T, "h100")
+    assert fp8 < bf16 * H100 / mix < bf16

@@ -120,3 +120,24 @@ def test_no_overlap_utilization_half_at_ridge_and_lower_on_newer_chips():
     i = np.geomspace(1, 1e4, 50)
     u_ = rl.no_overlap_utilization(i, "h100")
     assert np.all(np.diff(u_) > 0) and np.all((u_ > 0) & (u_ < 1))
+
+
+def test_elementwise_intensity_counts_every_operand_and_the_output():
+    # bf16: a ReLU/scale reads 2 bytes and writes 2 per element; a residual add reads 4, writes 2
+    assert rl.elementwise_intensity(1, 1) == pytest.approx(1 / 4)
+    assert rl.elementwise_intensity(2, 1) == pytest.approx(1 / 6)
+    assert rl.elementwise_intensity(2, 1, "fp32") == pytest.approx(1 / 12)
+    # about 0.2 FLOP/byte, not 1: three orders of magnitude under every chip's ridge
+    for name in hw.names():
+        acc = hw.get(name)
+        dtype = next(d for d in ("bf16", "fp16", "fp32") if acc.supports(d))
+        assert rl.elementwise_intensity(2, 1, dtype) < acc.critical_intensity(dtype) / 10
+    with pytest.raises(ValueError):
+        rl.elementwise_intensity(0, 1)
+
+
+@pytest.mark.parametrize("n", [0.5, 1, 2.5, True, "2", float("nan"), 2**70, -3])
+def test_network_critical_dim_rejects_bad_chip_counts(n):
+    """n = 0.5 used to give a negative size; n must be a whole number of chips >= 2."""
+    with pytest.raises(ValueError, match="whole number of chips >= 2"):
+        rl.network_critical_dim("tpu-v5e", n)

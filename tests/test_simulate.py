@@ -15,7 +15,8 @@ XLA:CPU rewrites are accounted for explicitly, never by loosening a comparison:
 - all-to-all is emitted in tuple form with one operand per device of the group;
 - all-reduces over the same groups are combined into one tuple all-reduce.
 
-This is the only test module that uses JAX: it asks for 8 CPU devices before JAX starts.
+It asks for 8 CPU devices before JAX starts (as tests/test_train_step.py does: the same count,
+so the two modules can share a process).
 """
 
 import math

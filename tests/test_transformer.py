@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from scaling_lib import models, transformer as tr
+from scaling_lib import hardware as hw, models, transformer as tr
 from scaling_lib.models import TransformerConfig
 from scaling_lib.units import DAY
 
@@ -224,12 +224,83 @@ def test_mfu_hfu_relations():
     args = ("gpt3-175b", np.array([1e5, 2e5]), 1024, "a100-80gb", 2048)
     m = tr.mfu(*args)
     np.testing.assert_allclose(m[1], 2 * m[0])
-    h_full = tr.hfu(*args)
-    h_sel = tr.hfu(*args, recompute="selective")
+    h_full = tr.hfu(*args, flash_attention=False)
+    h_sel = tr.hfu(*args, recompute="selective", flash_attention=False)
     assert np.all(m < h_sel) and np.all(h_sel < h_full)
-    np.testing.assert_allclose(tr.hfu(*args, recompute="none"), m)
+    np.testing.assert_allclose(tr.hfu(*args, recompute="none", flash_attention=False), m)
     # full recomputation: 4 forwards of the layers, 3 of the unembedding
     assert 1.3 < h_full[0] / m[0] < 4 / 3
+
+
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_adds_one_qk_matmul_per_layer(recompute, causal):
+    # FlashAttention's backward recomputes S = QKᵀ (Dao 2023, FlashAttention-2, section 3.1.2):
+    # one more [T, H] x [H, T] matmul per head and layer, whatever else is recomputed.
+    c = models.get("llama3-8b")
+    B, T = 2, 4096
+    base = tr.train_flops(c, B, T, recompute=recompute, causal=causal)
+    flash = tr.train_flops(c, B, T, recompute=recompute, causal=causal, flash_attention=True)
+    qk = tr.einsum_flops("btnh,bsnh->bnts", (B, T, c.N, c.H), (B, T, c.N, c.H))
+    assert math.isclose(flash - base, c.L * qk * (0.5 if causal else 1.0))
+    # attention's backward: 5 matmuls instead of 4, i.e. 2.5x its forward of 2 (FA2 paper)
+    attn_fwd = c.L * B * T * 4 * T * c.N * c.H * (0.5 if causal else 1.0)
+    assert math.isclose((flash - base) / attn_fwd, 0.5)
+
+
+def test_flash_attention_is_hardware_not_model_flops():
+    args = ("llama3-70b", 1e6, 1024, "h100", 8192)
+    m = tr.mfu(*args)
+    assert tr.hfu(*args, recompute="none") > m  # default counts the kernel's recomputed QKᵀ
+    np.testing.assert_allclose(tr.hfu(*args, recompute="none", flash_attention=False), m)
+    assert math.isclose(tr.flops_per_token("llama3-70b", 8192),
+                        tr.flops_per_token("llama3-70b", 8192, flash_attention=False))
+    # without attention there is nothing to recompute
+    assert tr.train_flops("llama3-8b", 1, 1024, include_attention=False, flash_attention=True) \
+        == tr.train_flops("llama3-8b", 1, 1024, include_attention=False)
+    # MLA: the scores use the qk head dimension (nope + rope), 192 for DeepSeek-V3
+    ds = models.get("deepseek-v3")
+    extra = tr.flops_per_token(ds, 4096, flash_attention=True) - tr.flops_per_token(ds, 4096)
+    assert math.isclose(extra, ds.L * 2 * 4096 * ds.N * ds.mla.qk_head_dim)
+
+
+@pytest.mark.parametrize("name", ["llama3-8b", "llama3-70b", "llama3-405b"])
+@pytest.mark.parametrize("T", [2048, 8192])
+def test_palm_count_overcounts_untied_models_by_the_input_embedding(name, T):
+    # Chowdhery et al. 2022, appendix B: 6N + 12·L·H·Q·T. N includes the input embedding,
+    # which is a lookup: for untied Llama 3 the excess is 6·V·D per token (plus the norms).
+    c = models.get(name)
+    excess = tr.palm_flops_per_token(c, T) - tr.flops_per_token(c, T)
+    norms = tr.param_count(c)["norms"]
+    assert math.isclose(excess, 6 * (c.V * c.D + norms))
+    if name == "llama3-8b":  # the figure Chapter 7 prints: +5.4% to +6.5% over 2K-8K
+        assert 0.054 < excess / tr.flops_per_token(c, T) < 0.066
+
+
+def test_palm_count_is_exact_for_tied_palm():
+    c = models.get("palm-540b")
+    assert c.tied_embeddings
+    r = tr.palm_flops_per_token(c, 2048) / tr.flops_per_token(c, 2048)
+    assert 1 < r < 1 + 1e-5  # the norms only
+    assert math.isclose(tr.palm_flops_per_token(c, 2048, causal=True) - tr.palm_flops_per_token(c, 1),
+                        12 * c.L * c.N * c.H * (1024 - 1))
+
+
+def test_mixed_precision_peak_lies_between_the_two_peaks():
+    h100 = hw.get("h100")
+    for name, T in (("llama3-8b", 4096), ("llama3-405b", 8192), ("deepseek-v3", 4096)):
+        mix = tr.mixed_precision_peak(name, T, h100)
+        assert h100.peak_flops_per_s("bf16") < mix < h100.peak_flops_per_s("fp8")
+        # all in one dtype gives that dtype's peak
+        assert math.isclose(tr.mixed_precision_peak(name, T, h100, matmul_dtype="bf16"),
+                            h100.peak_flops_per_s("bf16"))
+    # harmonic weighting by hand for Llama 3 8B
+    b = tr.breakdown_flops_per_token("llama3-8b", 4096)
+    low = b["attention projections"] + b["mlp"]
+    t = low / h100.peak_flops_per_s("fp8") + (b.total - low) / h100.peak_flops_per_s("bf16")
+    assert math.isclose(tr.mixed_precision_peak("llama3-8b", 4096, h100), b.total / t)
+    with pytest.raises(ValueError, match="fp8"):
+        tr.mixed_precision_peak("llama3-8b", 4096, "a100-80gb")  # the A100 has no fp8
 
 
 def test_mfu_matches_definition():

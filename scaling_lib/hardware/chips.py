@@ -146,13 +146,25 @@ def _gpu(inside: dict, mem: dict, dram: float, dram_bw: float) -> GPUInternals:
 
 # TPU internals: Google Cloud TPU system-architecture pages (TensorCores per chip, MXUs per
 # TensorCore, MXU size, chips per host). v5e VMEM 128 MiB: Austin et al., "How to Scale Your
-# Model" (2025), part 2; Google publishes no VMEM sizes for the others.
+# Model" (2025), part 2; Google publishes no VMEM sizes for the others. v5e VMEM bandwidth: the
+# same part 2 ("VMEM bandwidth is around 22x higher than HBM bandwidth"; its worked problem 4 uses
+# 22 x 8.1e11 = 1.78e13 bytes/s for v5e). v6e: the v6e page has listed 2 and (earlier) 4 MXUs of
+# 256x256 per TensorCore; the library follows the current page (2) and publishes no clock.
+_V5E_VMEM_BYTES_PER_S = 1.78e13
 _TPU_INSIDE = {
     "tpu-v4": TPUInternals(2, 4, 128, 4, source="Google Cloud TPU v4 documentation"),
-    "tpu-v5e": TPUInternals(1, 4, 128, 8, 128 * MiB, "Google Cloud TPU v5e documentation"),
+    "tpu-v5e": TPUInternals(1, 4, 128, 8, 128 * MiB, "Google Cloud TPU v5e documentation",
+                            vmem_bytes_per_s=_V5E_VMEM_BYTES_PER_S),
     "tpu-v5p": TPUInternals(2, 4, 128, 4, source="Google Cloud TPU v5p documentation"),
     "tpu-v6e": TPUInternals(1, 2, 256, 8, source="Google Cloud TPU v6e documentation"),
 }
+
+# Largest slice (chips on one ICI network, one job) per TPU generation, Google Cloud TPU docs:
+# v5e and v6e slices go up to 16x16 = 256 chips, a whole pod; v5p "the largest job that can be
+# scheduled is a 96 cube (6144 chip) job", shape 16x16x24, out of an 8,960-chip pod, and
+# multislice (slices joined over DCN) reaches 18,432 chips. v4 is not listed here (no figure found).
+TPU_MAX_SLICE_SHAPE = {"tpu-v5e": (16, 16), "tpu-v6e": (16, 16), "tpu-v5p": (16, 16, 24)}
+TPU_V5P_MAX_MULTISLICE_CHIPS = 18_432
 
 ACCELERATORS: dict[str, Accelerator] = {
     # NVIDIA Tesla K40 datasheet: 4.29 TF fp32, 1.43 TF fp64 (base clock), 12 GB GDDR5 at 288 GB/s;

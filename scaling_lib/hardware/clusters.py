@@ -414,3 +414,106 @@ def get_cluster(name) -> Cluster:
         return tpu_slice(chip, tuple(int(p) for p in shape.split("x")))
     raise ValueError(f"unknown cluster {name!r}; known: {', '.join(_CLUSTER_PRESETS)}, or a TPU "
                      f"slice such as tpu-v5e-4x8 / tpu-v5p-4x4x8 (chips: {', '.join(_TPU_POD)})")
+
+
+# ---- NCCL over NVLink: what a collective really gets ------------------------------------------
+
+# nccl-tests report a collective's "bus bandwidth": the algorithm bandwidth V / t times a factor
+# that makes it the rate at which each GPU's busiest link carries data, comparable with the link's
+# one-way line rate whatever n is (NVIDIA nccl-tests, doc/PERFORMANCE.md).
+_BUS_FACTOR = {
+    "all-reduce": lambda n: 2 * (n - 1) / n,
+    "all-gather": lambda n: (n - 1) / n,
+    "reduce-scatter": lambda n: (n - 1) / n,
+    "all-to-all": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+}
+
+
+def bus_bandwidth_factor(collective, n) -> float:
+    """nccl-tests' factor from algorithm bandwidth (V / t) to bus bandwidth, for ``n`` GPUs.
+
+    All-reduce 2(n-1)/n; all-gather, reduce-scatter and all-to-all (n-1)/n; broadcast and
+    reduce 1. A collective of V bytes at bus bandwidth W_bus takes t = factor * V / W_bus.
+
+    >>> bus_bandwidth_factor("all-reduce", 8), bus_bandwidth_factor("all-gather", 8)
+    (1.75, 0.875)
+
+    See: Chapter 2, "NCCL inside and across nodes".
+    """
+    key = str(collective).replace("_", "-").lower()
+    if key not in _BUS_FACTOR:
+        raise ValueError(f"collective={collective!r}; valid choices: {', '.join(_BUS_FACTOR)}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+        raise ValueError(f"n={n!r} must be an integer >= 2 (a collective needs two GPUs)")
+    return float(_BUS_FACTOR[key](n))
+
+
+@dataclass(frozen=True)
+class NCCLOnNVLink:
+    """Measured NCCL bandwidths on one NVLink generation, next to its line rate (bytes/s, one-way).
+
+    ``ring_bus_bytes_per_s``: the bus bandwidth NCCL reaches with its ring and other
+    point-to-point algorithms at large messages; ``nvls_bus_bytes_per_s`` and
+    ``nvls_alg_bytes_per_s``: an all-reduce of 8 GPUs with NVLink SHARP (NVLS), the NVSwitch
+    adding the GPUs' data itself, as bus and as algorithm bandwidth.
+    """
+
+    line_bytes_per_s: float
+    ring_bus_bytes_per_s: float
+    nvls_bus_bytes_per_s: float
+    nvls_alg_bytes_per_s: float
+    source: str = ""
+
+    @property
+    def efficiency(self) -> float:
+        """Share of the line rate NCCL's ring algorithms reach: ring bus bandwidth / line rate."""
+        return self.ring_bus_bytes_per_s / self.line_bytes_per_s
+
+
+# H100 (NVLink 4, 18 links, 450 GB/s one-way): S. Jeaugey (NCCL lead, NVIDIA) in NVIDIA/nccl-tests
+# issue #212 (2024): "450GB/s is the line rate. With the protocol overhead (~20%) NCCL can get an
+# effective NVLink bandwidth of 370GB/s", observed as busBw for operations other than all-reduce or
+# with NCCL_ALGO=RING; all-reduce with NVLink SHARP on 8 GPUs peaks at a busBw of about 480 GB/s
+# (algbw about 275 GB/s) at large sizes. Issue #326 (2025): 360 GB/s "is exactly what we'd
+# expect on H100". H200 has the same NVLink 4.
+_NCCL_H100 = NCCLOnNVLink(450e9, 370e9, 480e9, 275e9,
+                          "NVIDIA/nccl-tests issues #212 (2024) and #326 (2025), NCCL maintainers")
+NCCL_ON_NVLINK = {"h100": _NCCL_H100, "h200": _NCCL_H100}
+
+
+def nccl_on_nvlink(accelerator) -> NCCLOnNVLink:
+    """The measured NCCL-over-NVLink figures for ``accelerator`` (H100 and H200 so far).
+
+    >>> round(nccl_on_nvlink("h100").efficiency, 2)
+    0.82
+    """
+    acc = get(accelerator)
+    if acc.name not in NCCL_ON_NVLINK:
+        raise ValueError(f"no measured NCCL figures for {acc.name!r}; known: "
+                         f"{', '.join(NCCL_ON_NVLINK)}")
+    return NCCL_ON_NVLINK[acc.name]
+
+
+def all_reduce_bytes_per_device(nbytes, n, *, in_switch=False):
+    """Bytes each device sends (and receives) in an all-reduce of V = ``nbytes`` over ``n`` devices.
+
+    Ring (or any reduce-scatter + all-gather): 2 (n-1)/n * V. With the reduction done in the
+    switch (NVLink SHARP, "NVLS"; InfiniBand SHARP across nodes): about V, each device sending its
+    V once and receiving the reduced V once, so the traffic falls by 2(n-1)/n, close to 2x for
+    large n. Leaves out the switch's own limits, which is why measured gains are smaller.
+
+    >>> all_reduce_bytes_per_device(8e9, 8), all_reduce_bytes_per_device(8e9, 8, in_switch=True)
+    (14000000000.0, 8000000000.0)
+
+    See: Chapter 2, "NCCL inside and across nodes".
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n={n!r} must be a positive integer")
+    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, float)) or not nbytes >= 0 \
+            or not math.isfinite(nbytes):
+        raise ValueError(f"nbytes={nbytes!r} must be a finite number >= 0")
+    if n == 1:
+        return 0.0
+    return float(nbytes) if in_switch else 2.0 * (n - 1) / n * float(nbytes)

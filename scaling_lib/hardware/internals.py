@@ -140,7 +140,8 @@ class GPUInternals:
 class TPUInternals:
     """What is inside a TPU chip: TensorCores, their systolic MXUs, VMEM, and chips per host.
 
-    ``vmem_bytes`` is per TensorCore (``math.nan`` where Google publishes no figure).
+    ``vmem_bytes`` is per TensorCore and ``vmem_bytes_per_s`` the bandwidth between VMEM and the
+    MXUs (bytes/s), both ``math.nan`` where no figure is published.
     """
 
     tensorcores: int
@@ -149,6 +150,7 @@ class TPUInternals:
     chips_per_host: int
     vmem_bytes: float = math.nan
     source: str = ""
+    vmem_bytes_per_s: float = math.nan
 
     @property
     def n_mxus(self) -> int:
@@ -183,3 +185,115 @@ def _gpu_memory(n_sm, fp32_cores, clock, l1, l2, l2_bw, l2_src, dram, dram_bw, *
         MemoryLevel("L2", l2, 1, l2_bw, l2_src),
         MemoryLevel(dram_name, dram, 1, dram_bw, "datasheet"),
     )
+
+
+# ---- Warps, SIMT and occupancy ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SMLimits:
+    """What one SM can hold at once: the limits that decide a kernel's occupancy.
+
+    A warp is ``warp_size`` threads that issue one instruction together (SIMT). Registers are
+    allocated per warp in units of ``register_unit`` registers; shared memory per block in units
+    of ``smem_unit`` bytes, plus ``smem_reserved_per_block`` the CUDA runtime keeps per block.
+    """
+
+    name: str
+    warp_size: int
+    max_warps: int  # resident warps per SM
+    max_blocks: int  # resident thread blocks per SM
+    max_threads_per_block: int
+    registers: int  # 32-bit registers per SM
+    max_registers_per_thread: int
+    register_unit: int  # registers are allocated per warp in multiples of this
+    smem_bytes: int  # shared memory per SM a kernel can use
+    max_smem_per_block: int
+    smem_unit: int
+    smem_reserved_per_block: int
+    source: str = ""
+
+
+# CUDA C++ Programming Guide, "Compute Capabilities", technical specifications for compute
+# capability 9.0 (Hopper, H100) and 8.0 (A100), and the Hopper / Ampere tuning guides: 32 threads
+# per warp; 64 resident warps (2,048 threads) and 32 blocks per SM; 1,024 threads per block; 64K
+# 32-bit registers per SM, at most 255 per thread; shared memory per SM 228 KB (H100) / 164 KB
+# (A100), per block 227 KB / 163 KB, with 1 KB per block reserved by the CUDA runtime.
+# Allocation granularities (256 registers per warp, 128 bytes of shared memory): NVIDIA's CUDA
+# Occupancy Calculator (Nsight Compute) for these compute capabilities.
+SM_LIMITS = {
+    "Hopper": SMLimits("H100 SM (compute capability 9.0)", 32, 64, 32, 1024, 65536, 255, 256,
+                       228 * 1024, 227 * 1024, 128, 1024,
+                       "CUDA C++ Programming Guide (compute capability 9.0); Hopper tuning guide"),
+    "Ampere": SMLimits("A100 SM (compute capability 8.0)", 32, 64, 32, 1024, 65536, 255, 256,
+                       164 * 1024, 163 * 1024, 128, 1024,
+                       "CUDA C++ Programming Guide (compute capability 8.0); Ampere tuning guide"),
+}
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """Resident blocks and warps per SM, the share of the SM's warp slots used, and the limiter."""
+
+    blocks: int
+    warps: int
+    fraction: float  # warps / max_warps, in [0, 1]
+    limited_by: str  # "warps", "blocks", "registers" or "shared memory"
+    limits: dict  # blocks per SM each resource alone would allow
+
+
+def _whole(name, value, lo, hi=None):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name}={value!r} must be a whole number")
+    if value < lo or (hi is not None and value > hi):
+        top = f" and <= {hi}" if hi is not None else ""
+        raise ValueError(f"{name}={value} must be >= {lo}{top}")
+    return int(value)
+
+
+def occupancy(registers_per_thread, smem_bytes_per_block=0, threads_per_block=256,
+              limits="Hopper") -> Occupancy:
+    """How many blocks of a kernel one SM holds at once, and the occupancy that gives.
+
+    Each resource allows a number of resident blocks; the SM holds the smallest:
+
+        warps per block  w = ceil(threads / 32)
+        by warp slots    floor(max_warps / w)
+        by block slots   max_blocks
+        by registers     floor(floor(registers / r_warp) / w), r_warp = ceil(32 r / 256) * 256
+        by shared memory floor(smem_SM / (ceil(s / 128) * 128 + 1 KB))
+
+    and occupancy = blocks * w / max_warps; 0 blocks means one block does not fit and the launch
+    fails ("too many resources requested"). ``registers_per_thread`` r (what ``nvcc -Xptxas -v``
+    prints), ``smem_bytes_per_block`` s (bytes), ``threads_per_block``; ``limits`` an
+    architecture name of ``SM_LIMITS`` or an ``SMLimits``. Leaves out the register file's split
+    into four per-scheduler quarters, which can cost a block at some register counts.
+
+    >>> o = occupancy(32, 0, 256)            # a light elementwise kernel: every warp slot used
+    >>> o.blocks, o.warps, o.fraction
+    (8, 64, 1.0)
+    >>> o = occupancy(64, 0, 256)            # 64 registers per thread: half the warp slots
+    >>> o.warps, o.limited_by
+    (32, 'registers')
+    >>> occupancy(168, 200 * 1024, 384).fraction  # a big matmul tile: one block per SM
+    0.1875
+
+    See: Chapter 2, "Warps, SIMT and occupancy".
+    """
+    lim = SM_LIMITS.get(limits) if isinstance(limits, str) else limits
+    if not isinstance(lim, SMLimits):
+        raise ValueError(f"limits={limits!r}; valid choices: {', '.join(SM_LIMITS)} or an SMLimits")
+    r = _whole("registers_per_thread", registers_per_thread, 1, lim.max_registers_per_thread)
+    s = _whole("smem_bytes_per_block", smem_bytes_per_block, 0, lim.max_smem_per_block)
+    t = _whole("threads_per_block", threads_per_block, 1, lim.max_threads_per_block)
+    w = math.ceil(t / lim.warp_size)
+    regs_per_warp = math.ceil(r * lim.warp_size / lim.register_unit) * lim.register_unit
+    smem = math.ceil(s / lim.smem_unit) * lim.smem_unit + lim.smem_reserved_per_block
+    by = {"warps": lim.max_warps // w,
+          "blocks": lim.max_blocks,
+          "registers": (lim.registers // regs_per_warp) // w,
+          "shared memory": lim.smem_bytes // smem}
+    blocks = min(by.values())
+    limiter = min(by, key=lambda k: (by[k], list(by).index(k)))
+    warps = blocks * w
+    return Occupancy(blocks, warps, warps / lim.max_warps, limiter, by)

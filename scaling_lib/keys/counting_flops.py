@@ -85,3 +85,90 @@ def forward_flops_per_token(L, D, F, N, K, H, V, T):
     """Ex 5.12 reference: forward FLOPs per token of a Llama-style model at sequence length T."""
     cfg = models.TransformerConfig(L=L, D=D, F=F, N=N, K=K, H=H, V=V)
     return transformer.flops_per_token(cfg, T, training=False)
+
+
+# ---- Methods the checker must reject (see tests/test_wrong_methods.py) -------------------------
+# Each function takes the same drawn parameters ``p`` as the key of its exercise; for the
+# "implement" exercises (5.11, 5.12) it takes the reference function's arguments instead.
+
+def _peak(accelerator, dtype="bf16"):
+    from .. import hardware
+    return hardware.get(accelerator).peak_flops_per_s(dtype)
+
+
+def _config_with(p, **changes):
+    return models.from_hf_config({**config_json(p), **changes})
+
+
+def _train_days(p, flops_per_s):
+    return transformer.six_n_flops(transformer.n_params(p.model), p.n_tokens) / flops_per_s / DAY
+
+
+WRONG_METHODS = {
+    "5.1": {
+        "multiplies only (no factor 2)": lambda p: attention_output_flops(p) / 2,
+    },
+    "5.2": {
+        "output layer counted even when tied": lambda p: (
+            params_from_config(p) + (p.V * p.D if p.tied else 0)),
+        "no output layer even when untied": lambda p: (
+            params_from_config(p) - (0 if p.tied else p.V * p.D)),
+        "norms left out": lambda p: params_from_config(p) - (2 * p.L + 1) * p.D,
+        "multi-head attention (K = N)": lambda p: transformer.param_count(
+            _config_with(p, num_key_value_heads=p.D // 128)).total,
+    },
+    "5.3": {
+        "two matrices per gated MLP": lambda p: mlp_share(p) * (
+            2 / 3 if models.get(p.model).glu else 1),
+        "share of the non-embedding parameters": lambda p: (
+            transformer.param_count(p.model)["mlp"] / (
+                transformer.param_count(p.model).total
+                - transformer.param_count(p.model)["embedding"]
+                - transformer.param_count(p.model)["unembedding"]
+                - transformer.param_count(p.model).get("position_embedding", 0))),
+    },
+    "5.4": {
+        "forward only (2N)": lambda p: six_n_flops(p) / 3,
+        "with recomputation (8N)": lambda p: six_n_flops(p) * 4 / 3,
+    },
+    "5.5": {
+        "the sparsity peak (2x dense)": lambda p: days_to_train(p) / 2,
+        "MFU left out (100% of peak)": lambda p: days_to_train(p) * p.mfu,
+    },
+    "5.6": {
+        "attention over the causal half only": lambda p: (
+            transformer.breakdown_flops_per_token(p.model, p.T, causal=True)["attention (QKᵀ, AV)"]
+            / transformer.flops_per_token(p.model, p.T, causal=True)),
+    },
+    "5.7": {
+        "multi-head formula T = 2D (grouped-query attention ignored)": lambda p: (
+            2.0 * models.get(p.model).N * models.get(p.model).H),
+    },
+    "5.8": {
+        "all E experts (total parameters)": lambda p: transformer.n_params(moe_config(p)),
+        "router left out": lambda p: moe_active_params(p) - p.L * 4096 * p.E,
+        "tied embeddings (one V x D)": lambda p: moe_active_params(p) - 32000 * 4096,
+    },
+    "5.9": {
+        "the sparsity peak (2x dense)": lambda p: tokens_per_s(p) * 2,
+        "per GPU instead of the whole job": lambda p: tokens_per_s(p) / p.n_gpus,
+        "forward FLOPs per token only": lambda p: p.n_gpus * _peak(p.accelerator) * p.mfu / (
+            transformer.flops_per_token(p.model, p.T, training=False)),
+    },
+    "5.10": {
+        "one matmul (the backward 2x forgotten)": lambda p: backward_matmul_flops(p) / 2,
+        "forward and backward together": lambda p: backward_matmul_flops(p) * 3 / 2,
+    },
+    "5.11": {
+        "norms left out": lambda D, F, N, K, H: llama_layer_params(D, F, N, K, H) - 2 * D,
+        "multi-head attention (K = N)": lambda D, F, N, K, H: llama_layer_params(D, F, N, N, H),
+    },
+    "5.12": {
+        "input embedding counted as a matmul": lambda L, D, F, N, K, H, V, T: (
+            forward_flops_per_token(L, D, F, N, K, H, V, T) + 2 * D * V),
+        "attention left out": lambda L, D, F, N, K, H, V, T: (
+            forward_flops_per_token(L, D, F, N, K, H, V, T) - 4 * L * T * N * H),
+        "attention over the causal half only": lambda L, D, F, N, K, H, V, T: (
+            forward_flops_per_token(L, D, F, N, K, H, V, T) - 2 * L * T * N * H),
+    },
+}

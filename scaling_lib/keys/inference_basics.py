@@ -72,3 +72,101 @@ def kv_cache_bytes(L, K, H, B, S, bytes_per_element):
 def max_sequences(model, accelerator, n_devices, S):
     """Ex 8.12 reference: whole sequences of S tokens that fit next to the bf16 weights."""
     return math.floor(inference.max_cached_tokens(model, accelerator, n_devices) / S)
+
+
+# ---- common wrong methods (tests/test_wrong_methods.py checks that each one FAILs) -------------
+def _n_heads_not_k(p):
+    """The cache sized with the N query heads instead of the K key/value heads."""
+    cfg = models.get(p.model)
+    return transformer.kv_cache_bytes(cfg.with_changes(K=cfg.N), 1, 1, p.dtype)
+
+
+def _no_factor_two(p):
+    return kv_bytes_per_token(p) / 2
+
+
+def _bits_not_bytes(p):
+    return kv_bytes_per_token(p) * 8
+
+
+def _n_heads_for_context(p):
+    cfg = models.get(p.model)
+    return transformer.kv_cache_bytes(cfg.with_changes(K=cfg.N), p.B, p.S)
+
+
+def _gib_not_gb(p):
+    return kv_cache_for_context(p) / 2**30 * 1e9
+
+
+def _embedding_included(p):
+    return transformer.n_params(p.model) * {"bf16": 2, "int8": 1}[p.dtype]
+
+
+def _int8_as_two_bytes(p):
+    return inference.weight_bytes_read(p.model, "bf16")
+
+
+def _one_device(p):
+    return inference.decode_step_time(p.model, 1, p.S, p.accelerator, 1)
+
+
+def _per_sequence_rate(p):
+    return decode_tokens_per_s(p) / p.B
+
+
+def _k_over_n(p):
+    return 1 / mha_cache_ratio(p)
+
+
+def _attention_n_as_k(p):
+    return 1.0
+
+
+def _attention_fp32_cache(p):
+    return attention_intensity(p) / 2
+
+
+def _kv_forgot_two(L, K, H, B, S, bytes_per_element):
+    return L * K * H * B * S * bytes_per_element
+
+
+def _sequences_no_weights(model, accelerator, n_devices, S):
+    return math.floor(n_devices * hardware.get(accelerator).hbm_bytes
+                      / transformer.kv_cache_bytes(model, 1, S))
+
+
+WRONG_METHODS = {
+    "8.1": {"N query heads instead of K kv heads": _n_heads_not_k,
+            "keys only (no factor 2 for values)": _no_factor_two,
+            "bits instead of bytes": _bits_not_bytes},
+    "8.2": {"N query heads instead of K kv heads": _n_heads_for_context,
+            "GiB instead of GB (bytes read as 2^30)": _gib_not_gb},
+    "8.4": {"K/N instead of N/K": _k_over_n},
+    "8.5": {"input embedding counted": _embedding_included,
+            "int8 counted as 2 bytes": _int8_as_two_bytes},
+    "8.6": {"one device's bandwidth (n_devices forgotten)": _one_device},
+    "8.7": {"tokens/s of one sequence (1 / step time)": _per_sequence_rate},
+    "8.10": {"one FLOP per byte (N/K group forgotten, 4·K·H over 4·K·H)": _attention_n_as_k,
+             "fp32 cache (4 bytes per element)": _attention_fp32_cache},
+    "8.11": {"keys only (no factor 2 for values)": _kv_forgot_two},
+    "8.12": {"weights forgotten": _sequences_no_weights},
+}
+
+
+def moe_weights_read(p):
+    """Ex 8.13: bf16 weight bytes a decode step of p.B tokens reads from p.model (uniform routing)."""
+    return inference.weight_bytes_read(p.model, "bf16", p.B)
+
+
+WRONG_METHODS["8.13"] = {
+    "every expert read": lambda p: inference.weight_bytes_read(p.model),
+    "B·k experts, no overlap": lambda p: _no_overlap(p),
+}
+
+
+def _no_overlap(p):
+    cfg = models.get(p.model)
+    touched = min(p.B * cfg.k, cfg.E)
+    every = inference.weight_bytes_read(cfg)
+    routed = 2 * transformer.param_count(cfg)["experts"]
+    return every - routed + routed * touched / cfg.E

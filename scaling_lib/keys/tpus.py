@@ -66,3 +66,80 @@ def max_hops(shape, wrap):
 def mxu_padding_efficiency(dim, mxu_size):
     """Ex 3.11 reference."""
     return hardware.padding_efficiency(dim, mxu_size)
+
+
+# ---- common wrong methods (tests/test_wrong_methods.py checks each FAILS for every seed) --------
+
+def _acc(p):
+    return hardware.get(p.accelerator)
+
+
+def _pod(p):
+    return hardware.get_cluster(p.pod)
+
+
+def _pad_one(dim, size):
+    return hardware.padding_efficiency(dim, size)
+
+
+WRONG_METHODS = {
+    "3.1": {
+        "1 byte per parameter (bf16 is 2)":
+            lambda p: p.n_params / p.n_chips / _acc(p).hbm_bytes_per_s,
+        "all weights on one chip (not divided among the chips)":
+            lambda p: 2 * p.n_params / _acc(p).hbm_bytes_per_s,
+    },
+    "3.2": {
+        "int8 peak instead of bf16":
+            lambda p: _pod(p).n_devices * _pod(p).accelerator.peak_flops_per_s("int8"),
+        "peak per chip x TensorCores (the peak is already per chip)":
+            lambda p: _pod(p).n_devices * _pod(p).accelerator.internals.tensorcores
+            * _pod(p).accelerator.peak_flops_per_s("bf16"),
+    },
+    "3.3": {
+        "GiB vs GB (the other unit than the datasheet's)":
+            lambda p: _pod(p).n_devices * (
+                32e9 if p.pod == "tpu-v4-pod" else _pod(p).accelerator.hbm_bytes * 2**30 / 1e9),
+    },
+    "3.4": {
+        "8 chips per host for every generation":
+            lambda p: _pod(p).n_devices // 8,
+        "TensorCores / chips per host":
+            lambda p: _pod(p).n_devices * _pod(p).accelerator.internals.tensorcores
+            // _pod(p).accelerator.internals.chips_per_host,
+    },
+    "3.5": {
+        "wraparound on every axis":
+            lambda p: p.X // 2 + p.Y // 2,
+        "no wraparound on any axis":
+            lambda p: (p.X - 1) + (p.Y - 1),
+    },
+    "3.6": {
+        "one FLOP per multiply-accumulate (it is 2)":
+            lambda p: 2 * implied_clock_hz(p),
+        "TensorCores forgotten":
+            lambda p: _acc(p).internals.tensorcores * implied_clock_hz(p),
+    },
+    "3.7": {
+        "padding on D only":
+            lambda p: _pad_one(p.D, _acc(p).internals.mxu_size),
+        "padding on F only":
+            lambda p: _pad_one(p.F, _acc(p).internals.mxu_size),
+        "a 128-wide MXU on every chip (v6e's is 256)":
+            lambda p: _pad_one(p.D, 128) * _pad_one(p.F, 128),
+    },
+    "3.8": {
+        "128 MB instead of 128 MiB (GB vs GiB)":
+            lambda p: math.isqrt(int(hardware.get("tpu-v5e").internals.vmem_bytes / 2**20 * 1e6
+                                     // dtype_bytes(p.dtype))),
+        "bytes as elements (dtype size forgotten)":
+            lambda p: math.isqrt(int(hardware.get("tpu-v5e").internals.vmem_bytes)),
+    },
+    "3.9": {
+        "one ICI link instead of all of them":
+            lambda p: hardware.cluster(p.accelerator, 2).intra_node.per_link_bytes_per_s
+            / hardware.cluster(p.accelerator, 2).inter_node.bytes_per_s,
+        "DCN in bits per second taken as bytes (8x)":
+            lambda p: dcn_over_ici(p) / 8,
+    },
+}

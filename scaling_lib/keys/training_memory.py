@@ -41,13 +41,14 @@ def fewest_gpus_zero3(p):
 
 
 def layer_activations(p):
-    """Ex 6.5: activation bytes of one layer, no parallelism, no recomputation."""
-    return memory.activation_bytes(gpt_shape(p), p.b, p.s)
+    """Ex 6.5: activation bytes of one layer, no parallelism, no recomputation (scores stored)."""
+    return memory.activation_bytes(gpt_shape(p), p.b, p.s, flash_attention=False)
 
 
 def layer_activations_tp_sp_selective(p):
     """Ex 6.6: the same with tensor parallelism p.t, sequence parallelism, selective recompute."""
-    return memory.activation_bytes(gpt_shape(p), p.b, p.s, "selective", p.t, True)
+    return memory.activation_bytes(gpt_shape(p), p.b, p.s, "selective", p.t, True,
+                                   flash_attention=False)
 
 
 def full_recompute_activations(p):
@@ -59,8 +60,8 @@ def full_recompute_activations(p):
 def selective_saving(p):
     """Ex 6.8: fraction of a layer's activations that selective recomputation removes."""
     cfg = gpt_shape(p)
-    kept = memory.activation_bytes(cfg, 1, p.s, "selective")
-    return 1 - kept / memory.activation_bytes(cfg, 1, p.s)
+    kept = memory.activation_bytes(cfg, 1, p.s, "selective", flash_attention=False)
+    return 1 - kept / memory.activation_bytes(cfg, 1, p.s, flash_attention=False)
 
 
 def full_recompute_overhead(p):
@@ -87,4 +88,130 @@ def zero_bytes_per_device(n_params, dp, stage):
 
 def gpt_layer_activation_bytes(s, b, h, a, t=1, sp=False):
     """Ex 6.12 reference: Korthikanti's per-layer activation bytes (no recomputation)."""
-    return memory.activation_bytes(models.gpt(1, h, a), b, s, "none", t, sp)
+    return memory.activation_bytes(models.gpt(1, h, a), b, s, "none", t, sp,
+                                   flash_attention=False)
+
+
+# ---- common wrong methods (tests/test_wrong_methods.py checks that each one FAILs) -------------
+def _no_master_copy(p):
+    w, g, _, state = memory.RECIPES[p.recipe]
+    return w + g + memory.OPTIMIZERS[p.optimizer] * state
+
+
+def _zero_8_bytes(p):
+    """ZeRO with the '8 bytes/param' shortcut (no fp32 master copy): 2 + 2 + 4."""
+    return memory.model_state_bytes(p.n_params, p.dp, p.zero, recipe="bf16").total
+
+
+def _zero_one_kind_per_stage(p):
+    """Stage k shards only its own kind of state (not the earlier stages' too)."""
+    n, d = p.n_params, p.dp
+    return {0: 16 * n, 1: 4 * n + 12 * n / d, 2: 14 * n + 2 * n / d, 3: 14 * n + 2 * n / d}[p.zero]
+
+
+def _hbm_in_gib(p):
+    """HBM read as GiB (2^30 bytes) while the datasheet's GB are 10^9 bytes."""
+    return largest_dp_model(p) * 2**30 / 1e9
+
+
+def _eight_bytes_per_param(p):
+    return hardware.get(p.accelerator).hbm_bytes / 8
+
+
+def _zero3_fill_all_hbm(p):
+    """Model states up to all of HBM, not half."""
+    n = transformer.n_params(p.model)
+    limit = hardware.get(p.accelerator).hbm_bytes
+    dp = 1
+    while memory.model_state_bytes(n, dp, 3).total > limit:
+        dp *= 2
+    return dp
+
+
+def _no_scores(p):
+    L, h, a = GPT_SHAPES[p.model]
+    return p.s * p.b * h * 34
+
+
+def _sp_not_applied(p):
+    L, h, a = GPT_SHAPES[p.model]
+    return p.s * p.b * h * (10 + 24 / p.t)
+
+
+def _scores_kept(p):
+    L, h, a = GPT_SHAPES[p.model]
+    return p.s * p.b * h * (34 + 5 * a * p.s / h) / p.t
+
+
+def _fp32_checkpoints(p):
+    return 2 * full_recompute_activations(p)
+
+
+def _one_layer_only(p):
+    return full_recompute_activations(p) / GPT_SHAPES[p.model][0]
+
+
+def _ratio_not_share(p):
+    L, h, a = GPT_SHAPES[p.model]
+    return 5 * a * p.s / h / 34
+
+
+def _kept_share(p):
+    return 1 - selective_saving(p)
+
+
+def _one_third(p):
+    return 1 / 3
+
+
+def _global_batch_activations(p):
+    """Activations (and logits) for the whole global batch instead of one micro-batch."""
+    m = memory.training_memory(p.model, plan_of(p), p.dp, p.T, flash_attention=True)
+    return m.total + (p.dp - 1) * (m["activations"] + m["logits"])
+
+
+def _no_logits(p):
+    m = memory.training_memory(p.model, plan_of(p), p.dp, p.T, flash_attention=True)
+    return m.total - m["logits"]
+
+
+def _zero_shards_only_own_kind(n_params, dp, stage):
+    return {0: 16, 1: 4 + 12 / dp, 2: 14 + 2 / dp, 3: 14 + 2 / dp}[stage] * n_params
+
+
+def _sp_ignored(s, b, h, a, t=1, sp=False):
+    return s * b * h * (10 + 24 / t + 5 * a * s / (h * t))
+
+
+WRONG_METHODS = {
+    "6.1": {"no fp32 master copy": _no_master_copy, "16 bytes whatever the recipe": lambda p: 16},
+    "6.2": {"8 bytes/param (no master copy)": _zero_8_bytes,
+            "stage k shards only its own kind of state": _zero_one_kind_per_stage},
+    "6.3": {"HBM in GiB instead of GB": _hbm_in_gib,
+            "8 bytes/param whatever the recipe": _eight_bytes_per_param},
+    "6.4": {"model states fill all of HBM, not half": _zero3_fill_all_hbm},
+    "6.5": {"attention scores forgotten": _no_scores},
+    "6.6": {"sequence parallelism not applied to the 10·sbh": _sp_not_applied,
+            "scores kept (no selective recomputation)": _scores_kept},
+    "6.7": {"checkpoints in fp32 (4 bytes)": _fp32_checkpoints,
+            "one layer instead of all L": _one_layer_only},
+    "6.8": {"5as/h over 34 (a ratio, not a share)": _ratio_not_share,
+            "the share kept instead of removed": _kept_share},
+    "6.9": {"exactly one third (output layer recomputed too)": _one_third},
+    "6.10": {"activations for the global batch, not the micro-batch": _global_batch_activations,
+             "logits forgotten": _no_logits},
+    "6.11": {"stage k shards only its own kind of state": _zero_shards_only_own_kind},
+    "6.12": {"sequence parallelism ignored": _sp_ignored},
+}
+
+
+def logits_memory(p):
+    """Ex 6.13: bytes of the fp32 logits one device keeps (micro-batch p.b, T = p.T, tp = p.tp)."""
+    return memory.logits_bytes(p.model, p.b, p.T, p.tp)
+
+
+WRONG_METHODS["6.13"] = {
+    "bf16 logits (2 bytes)": lambda p: logits_memory(p) / 2,
+    "vocabulary not split over tp": lambda p: memory.logits_bytes(p.model, p.b, p.T),
+    "GiB instead of GB (bytes read as 2^30)": lambda p: logits_memory(p) / 2**30 * 1e9,
+}

@@ -74,6 +74,56 @@ def plot_collective_costs(ax, collective="all-reduce", topology="hierarchical", 
     return drawn
 
 
+FLAT_VS_HIERARCHICAL = (
+    ("one ring through one NIC per node (not how NCCL runs)", "one-nic"),
+    ("flat ring, one per NIC (multi-rail)", "multirail"),
+    ("hierarchical, phases in sequence", "hierarchical"),
+    ("hierarchical, phases pipelined", "pipelined"),
+)
+
+
+def flat_vs_hierarchical_times(collective, nbytes, accelerator="h100", n_devices=(16, 16384)):
+    """{schedule: times} over the powers of two in ``n_devices`` (whole nodes), and those counts.
+
+    The four schedules of :data:`FLAT_VS_HIERARCHICAL`, from ``collectives.multirail_ring_time``
+    (rails=1 and the default one per GPU), ``hierarchical_time`` and
+    ``hierarchical_pipelined_time`` on ``hardware.cluster(accelerator, n)``.
+    """
+    lo, hi = n_devices
+    node = hardware.cluster(accelerator, int(hi)).devices_per_node
+    ns = [2**e for e in range(int(np.log2(lo)), int(np.log2(hi)) + 1) if 2**e >= 2 * node]
+    fns = {
+        "one-nic": lambda c: C.multirail_ring_time(collective, nbytes, c, rails=1),
+        "multirail": lambda c: C.multirail_ring_time(collective, nbytes, c),
+        "hierarchical": lambda c: C.hierarchical_time(collective, nbytes, c).total,
+        "pipelined": lambda c: C.hierarchical_pipelined_time(collective, nbytes, c),
+    }
+    clusters = [hardware.cluster(accelerator, n) for n in ns]
+    return {key: np.array([fns[key](c) for c in clusters]) for _, key in FLAT_VS_HIERARCHICAL}, ns
+
+
+def plot_flat_vs_hierarchical(ax, collective="all-reduce", nbytes=16e9, accelerator="h100",
+                              n_devices=(16, 16384)):
+    """Time of one collective against the number of GPUs for the four schedules (log axes).
+
+    Returns what :func:`flat_vs_hierarchical_times` computed, so a caller can quote it.
+    """
+    times, ns = flat_vs_hierarchical_times(collective, nbytes, accelerator, n_devices)
+    styles = {"one-nic": dict(ls="--", color="0.5"), "multirail": dict(color="C0"),
+              "hierarchical": dict(color="C1"), "pipelined": dict(color="C1", ls=":")}
+    for label, key in FLAT_VS_HIERARCHICAL:
+        ax.loglog(ns, times[key], marker="o", ms=3, lw=1.6, label=label, **styles[key])
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ns[::2], [f"{n:,}" for n in ns[::2]])
+    ax.set_xlabel(f"{hardware.get(accelerator).name} GPUs (nodes of "
+                  f"{hardware.cluster(accelerator, ns[-1]).devices_per_node}, one NIC per GPU)")
+    ax.set_ylabel("time (s)")
+    ax.set_title(f"{collective} of {fmt_bytes(nbytes)}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return times, ns
+
+
 def explorer(systems=DEFAULT_SYSTEMS):
     """Pick collective, topology, devices and array size; compare systems on log axes."""
     import ipywidgets as w

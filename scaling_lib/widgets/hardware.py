@@ -69,6 +69,33 @@ def plot_memory_hierarchy(ax, name="h100"):
     return levels
 
 
+def plot_occupancy(ax, block_sizes=(128, 256, 512), smem_bytes_per_block=0, limits="Hopper"):
+    """Occupancy against registers per thread, one line per block size (``hardware.internals``).
+
+    A line stops where one block no longer fits on an SM (the launch would fail). Returns
+    {block size: array of occupancy fractions, NaN where no block fits} over registers 16..255.
+    """
+    from ..hardware.internals import SM_LIMITS, occupancy
+
+    lim = SM_LIMITS[limits] if isinstance(limits, str) else limits
+    regs = np.arange(16, lim.max_registers_per_thread + 1)
+    out = {}
+    for t in block_sizes:
+        occ = np.array([occupancy(int(r), smem_bytes_per_block, t, lim).fraction for r in regs])
+        occ[occ == 0] = np.nan  # no block fits: the kernel cannot launch
+        ax.step(regs, occ, where="post", label=f"{t} threads per block")
+        out[t] = occ
+    ax.set_xlabel("registers per thread")
+    ax.set_ylabel("occupancy (resident warps / max)")
+    ax.set_ylim(0, 1.05)
+    ax.set_xlim(regs[0], regs[-1])
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(f"{lim.name}: warps an SM can keep, no shared memory" if not smem_bytes_per_block
+                 else f"{lim.name}: {fmt_bytes(smem_bytes_per_block, binary=True)} SMEM per block")
+    return out
+
+
 def plot_torus(ax, shape, wrap=None, *, title=None):
     """Draw a 2D slice of chips as a grid with its ICI links (axis 0 vertical, axis 1 horizontal).
 

@@ -11,17 +11,22 @@ from __future__ import annotations
 from .. import hardware, models
 from ..memory import RECIPES, check_fit, training_memory
 from ..parallelism import ParallelPlan
+from ..units import fmt_bytes
 
 PART_COLORS = {"parameters": "#4c72b0", "gradients": "#55a868", "optimizer": "#c44e52",
-               "activations": "#8172b2", "logits": "#ccb974", "overhead": "#937860"}
+               "activations": "#8172b2", "logits": "#ccb974", "overhead": "#937860",
+               "gather buffers": "#64b5cd", "gradient buckets": "#8c8c8c",
+               "allocator reserve": "#dddddd"}
 
 
 def plot_training_memory(ax, cfg, plans, B=None, T=4096, accelerator="h100", *,
-                         recipe: str = "mixed", flash_attention: bool = False):
+                         recipe: str = "mixed", flash_attention: bool = True, ymax=None):
     """Stacked per-device memory for each ``(label, ParallelPlan)`` in ``plans``, in GB.
 
-    ``B`` is the global batch in sequences (default: each plan's dp · micro_batch). Bars that do
-    not fit are hatched; the dashed line is the accelerator's HBM. Returns the list of
+    A linear axis, so each part's height is its share. ``B`` is the global batch in sequences
+    (default: each plan's dp · micro_batch). Bars that do not fit are hatched; the dashed line
+    is the accelerator's HBM. ``ymax`` (GB) cuts the axis: taller bars are drawn to the edge
+    with their total written inside, marked with an arrow. Returns the list of
     (label, Breakdown, fits, reason).
     """
     acc = hardware.get(accelerator)
@@ -38,16 +43,52 @@ def plot_training_memory(ax, cfg, plans, B=None, T=4096, accelerator="h100", *,
                    label=part if i == 0 else None, hatch=None if fits else "//",
                    edgecolor="white" if fits else "black", linewidth=0.5)
             bottom += gb
-        ax.text(i, bottom, f"{bottom:.0f} GB", ha="center", va="bottom", fontsize=8)
+        total = fmt_bytes(bottom * 1e9)
+        if ymax is not None and bottom > ymax:
+            ax.text(i, ymax * 0.985, f"{total} ↑", ha="center", va="top", fontsize=8,
+                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.5})
+        else:
+            ax.text(i, bottom, total, ha="center", va="bottom", fontsize=8)
         results.append((label, mem, fits, why))
-    ax.axhline(acc.hbm_bytes / 1e9, color="black", ls="--", lw=1)
-    ax.text(len(plans) - 0.5, acc.hbm_bytes / 1e9, f" {acc.name} HBM", va="bottom", ha="right",
-            fontsize=8)
+    hbm = acc.hbm_bytes / 1e9
+    ax.axhline(hbm, color="black", ls="--", lw=1)
+    ax.text(1.01, hbm, f"{acc.name} HBM\n({fmt_bytes(acc.hbm_bytes)})", va="center",
+            ha="left", fontsize=8, transform=ax.get_yaxis_transform())  # outside: no overlap
+    if ymax is not None:
+        ax.set_ylim(0, ymax)
+    ax.set_xlim(-0.5, len(plans) - 0.5)
     ax.set_xticks(range(len(plans)), [label for label, _ in plans], fontsize=8)
     ax.set_ylabel("GB per device")
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(True, axis="y", alpha=0.3)
     return results
+
+
+def plot_memory_timeline(ax, cfg, plan, T=4096, accelerator="h100", **kw):
+    """Stacked memory of one device over one training step, from
+    :func:`scaling_lib.memory.memory_timeline` (keywords passed on), with the HBM line.
+    Returns (phases, Breakdown)."""
+    from ..memory import memory_timeline
+
+    phases, m = memory_timeline(cfg, plan, T, **kw)
+    x = range(len(phases))
+    parts = [k for k in m if float(max(m[k])) > 0]
+    ax.stackplot(x, *[m[k] / 1e9 for k in parts], labels=parts, step="mid",
+                 colors=[PART_COLORS.get(k, "grey") for k in parts])
+    acc = hardware.get(accelerator)
+    ax.axhline(acc.hbm_bytes / 1e9, color="black", ls="--", lw=1)
+    ax.text(0.5, acc.hbm_bytes / 1e9, f"{acc.name} HBM", va="bottom", ha="left", fontsize=8)
+    L = (len(phases) - 3) // 2
+    ticks = {"start": 0, "forward": (L + 1) / 2, "loss": L + 1, "backward": L + 1 + (L + 1) / 2,
+             "optimizer": len(phases) - 1}
+    ax.set_xticks(list(ticks.values()), list(ticks), fontsize=8)
+    for edge in (0.5, L + 0.5, L + 1.5, 2 * L + 1.5):
+        ax.axvline(edge, color="grey", lw=0.5, ls=":")
+    ax.set_xlim(-0.5, len(phases) - 0.5)
+    ax.set_ylabel("GB on one device")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.grid(True, axis="y", alpha=0.3)
+    return phases, m
 
 
 def explorer(model="llama3-70b", accelerator="h100"):
@@ -74,7 +115,7 @@ def explorer(model="llama3-70b", accelerator="h100"):
     rec_w = w.Dropdown(options=["none", "selective", "full"], value="none",
                        description="recompute")
     sp_w = w.Checkbox(value=False, description="sequence parallel")
-    flash_w = w.Checkbox(value=False, description="FlashAttention")
+    flash_w = w.Checkbox(value=True, description="FlashAttention")
     out = w.Output()
 
     def redraw(*_):

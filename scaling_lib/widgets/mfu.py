@@ -64,8 +64,9 @@ def plot_published(ax, names=DEFAULT_RUNS):
 
 
 def plot_mfu_vs_step_time(ax, cfg, accelerator, n_devices, global_batch, T, step_times=None, *,
-                          mark=None, recompute="full"):
-    """MFU and HFU (with ``recompute``) against the measured seconds per step, log x.
+                          mark=None, recompute="full", flash_attention=True):
+    """MFU and HFU (with ``recompute``, and FlashAttention's recomputed QKᵀ unless
+    ``flash_attention`` is False) against the measured seconds per step, log x.
 
     ``mark``: a measured step time to highlight. Returns (mfu, hfu) at ``mark`` or None.
     """
@@ -78,7 +79,7 @@ def plot_mfu_vs_step_time(ax, cfg, accelerator, n_devices, global_batch, T, step
     # the sweep starts at the ideal step time, where HFU (and MFU, by rounding) reach 1
     m = transformer.mfu(cfg, tps, n_devices, accelerator, T, allow_above_peak=True)
     h = transformer.hfu(cfg, tps, n_devices, accelerator, T, recompute=recompute,
-                        allow_above_peak=True)
+                        flash_attention=flash_attention, allow_above_peak=True)
     ax.semilogx(step_times, m, label="MFU (model FLOPs)")
     ax.semilogx(step_times, h, "--", label=f"HFU (recompute={recompute})")
     ax.axhline(GOOD, color="gray", lw=0.8, ls=":")
@@ -88,7 +89,7 @@ def plot_mfu_vs_step_time(ax, cfg, accelerator, n_devices, global_batch, T, step
         tps_mark = global_batch * T / mark
         out = (transformer.mfu(cfg, tps_mark, n_devices, accelerator, T, allow_above_peak=True),
                transformer.hfu(cfg, tps_mark, n_devices, accelerator, T, recompute=recompute,
-                               allow_above_peak=True))
+                               flash_attention=flash_attention, allow_above_peak=True))
         warn = " (faster than peak: check the inputs)" if out[0] > 1 else ""
         ax.plot([mark, mark], out, "k*", ms=10, label=f"measured {fmt_seconds(mark)}: "
                 f"MFU {fmt_percent(out[0])}, HFU {fmt_percent(out[1])}{warn}")

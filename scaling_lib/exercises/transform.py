@@ -1,34 +1,14 @@
-"""Generate the exercise notebooks from the solution notebooks (the one source of truth).
+"""Solution notebook -> exercise notebook: strip the solution regions, tag, and ``build``.
 
-    python -m scaling_lib.exercises build          # write exercises/ from solutions/
-    python -m scaling_lib.exercises build --check  # exit 1 if exercises/ is stale
-    python -m scaling_lib.exercises run solutions/01_rooflines.ipynb  # re-execute, store outputs
-
-Marking a solution notebook:
-
-- In a code cell, the lines between ``# BEGIN SOLUTION`` and ``# END SOLUTION`` are the solution.
-  In the exercise they are replaced by the region's ``# STUB: <code>`` lines (uncommented), or,
-  when there are none and the region is indented (a function body), by
-  ``raise NotImplementedError``. A top-level region must give its stub (``# STUB: answer = None``).
-- A markdown cell tagged ``solution`` (the worked answer) is left out of the exercise.
-- A cell that calls the checker is tagged ``graded``. In the solutions the build adds
-  ``nbval-check-output`` (nbval compares its stored PASS lines) and ``hide-input`` to cells with a
-  solution region (the book shows them collapsed).
-- In the first markdown cell, "Solutions" becomes "Exercises".
-- In the exercise, each graded cell starts with ``%%graded NAME`` (NAME from its checker call's
-  ``name=``) and the cell importing ``scaling_lib.grading`` also loads that extension, so an
-  exception in the student's code is reported as a FAIL line and "Run all" keeps going.
-
-Needs ``nbformat`` (and ``nbclient`` for ``run``), imported lazily.
+The marking rules (``# BEGIN SOLUTION`` / ``# STUB:`` / ``# END SOLUTION`` regions, the
+``solution`` and ``graded`` tags, the ``%%graded`` magic added to exercises) are described in the
+package docstring, :mod:`scaling_lib.exercises`.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
-
 import re
-import sys
 from pathlib import Path
 
 BEGIN = re.compile(r"^(\s*)# BEGIN SOLUTION\s*$")
@@ -98,7 +78,7 @@ def _set_tag(cell, tag: str, on: bool):
 
 
 def normalize_solutions(nb) -> None:
-    """Add the tags the solution notebook needs (in place): see the module docstring."""
+    """Add the tags the solution notebook needs (in place): see the package docstring."""
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
@@ -165,50 +145,3 @@ def build(root: Path, check: bool = False) -> list[str]:
                 if not check:
                     path.write_text(text)
     return stale
-
-
-def run(paths: list[Path], timeout: int = 600) -> None:
-    """Execute notebooks in place (fresh kernel, cwd = the notebook's folder), storing outputs."""
-    import nbformat
-    from nbclient import NotebookClient
-
-    for path in paths:
-        nb = nbformat.read(path, as_version=4)
-        NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                       resources={"metadata": {"path": str(path.parent)}}).execute()
-        for cell in nb.cells:
-            cell.get("metadata", {}).pop("execution", None)
-        path.write_text(_dumps(nb))
-        print(f"executed {path}")
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scaling_lib.exercises", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("build", help="write exercises/ from solutions/")
-    b.add_argument("--check", action="store_true", help="only report stale files (exit 1)")
-    b.add_argument("--root", default=".", help="project root (default: current directory)")
-    r = sub.add_parser("run", help="execute notebooks in place, storing their outputs")
-    r.add_argument("paths", nargs="+", type=Path)
-    args = parser.parse_args(argv)
-    if args.cmd == "run":
-        run(args.paths)
-        return 0
-    try:
-        stale = build(Path(args.root), check=args.check)
-    except MarkupError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.check and stale:
-        print("stale (run `python -m scaling_lib.exercises build`):\n  " + "\n  ".join(stale))
-        return 1
-    print("\n".join(f"wrote {s}" for s in stale) if stale else "exercises up to date")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-
-__all__ = ["build", "make_exercise", "normalize_solutions", "strip_solutions", "run", "main",
-           "MarkupError"]

@@ -1,33 +1,17 @@
-"""Simulated devices: run real collectives on N fake CPU devices and read what XLA compiled.
+"""Reading compiled programs: the collectives XLA emitted, with groups, bytes and counts.
 
-JAX can split one CPU into N "devices" that run a sharded program exactly as N accelerators would
-(numerically), just not at their speed. This module asks for them, builds meshes, shows how an
-array is sharded in the book's notation (A[I_X, J]), and lists the collectives XLA emitted for a
-function, with their replica groups and per-device bytes, so a cost model can be checked against
-the compiled program.
-
-JAX is an optional dependency: importing this module never imports jax; the functions that need
-it import it when called (``pip install "scaling_lib[jax]"``).
-
-XLA:CPU rewrites to know about when comparing with a cost model (measured on jax 0.10.2):
-
-- bf16 and fp8 collectives are promoted: a bf16 all-reduce runs in f32 (fp8 in f16), converted
-  before and after, so the CPU moves twice the bytes an accelerator would (:data:`CPU_PROMOTED`).
-- An all-to-all is emitted in tuple form: n operands of 1/n of the shard each (same total bytes).
-- All-reduces over the same replica groups are combined into one tuple all-reduce (the
-  cpu-all-reduce-combiner); their operand bytes add up.
-
-See: Chapter "Networks and collectives", "Running collectives for real".
+See the package docstring for the rewrites XLA:CPU makes.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import re
 from dataclasses import dataclass
 
 import numpy as np
+
+from .devices import _jax
 
 COLLECTIVE_OPCODES = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all",
                       "collective-permute")
@@ -42,121 +26,6 @@ HLO_TYPE_BYTES = {
 # XLA:CPU has no bf16 or fp8 collectives: it converts them to the wider type around the
 # collective (measured: a bf16 psum compiles to convert -> f32 all-reduce -> convert).
 CPU_PROMOTED = {"bf16": "f32", "f8e4m3fn": "f16", "f8e5m2": "f16"}
-
-
-def _jax():
-    try:
-        import jax
-    except ImportError:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "scaling_lib.simulate needs JAX: pip install 'scaling_lib[jax]' (or pip install jax)"
-        ) from None
-    return jax
-
-
-def use_cpu_devices(n: int):
-    """Ask for ``n`` simulated CPU devices; call it before anything else uses JAX.
-
-    Sets ``jax_num_cpu_devices`` (which wins over the ``--xla_force_host_platform_device_count``
-    flag). If JAX already started with a different number of CPU devices, raises RuntimeError
-    telling you to restart the kernel. Other backends (a Colab TPU) are left alone; build meshes
-    with :func:`make_mesh`, which uses the CPU devices. Returns the list of CPU devices.
-    """
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n={n!r} must be a whole number of devices >= 1")
-    jax = _jax()
-    try:
-        jax.config.update("jax_num_cpu_devices", int(n))
-    except RuntimeError:
-        pass  # JAX has already started; check what it has below
-    except (AttributeError, KeyError, ValueError):  # JAX older than the option: use the flag
-        flags = re.sub(r"--xla_force_host_platform_device_count=\d+", "",
-                       os.environ.get("XLA_FLAGS", ""))
-        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={n}".strip()
-    devices = jax.devices("cpu")
-    if len(devices) != n:
-        raise RuntimeError(
-            f"JAX already started with {len(devices)} CPU device(s), but {n} were asked for. "
-            f"The device count is fixed when JAX starts: restart the kernel (or Python) and call "
-            f"scaling_lib.simulate.use_cpu_devices({n}) before any other JAX code runs."
-        )
-    return devices
-
-
-def make_mesh(shape, names, *, devices=None):
-    """A device mesh of ``shape`` with axis ``names`` (e.g. ``(2, 4), ("X", "Y")``).
-
-    Uses the first prod(shape) CPU devices unless ``devices`` is given, with Auto axis types, so
-    plain arrays can be passed to ``jax.shard_map`` and ``jax.jit``.
-    """
-    jax = _jax()
-    shape = tuple(int(k) for k in shape)
-    names = tuple(names)
-    if len(shape) != len(names):
-        raise ValueError(f"shape={shape} and names={names} must have the same length")
-    size = math.prod(shape)
-    pool = list(jax.devices("cpu") if devices is None else devices)
-    if len(pool) < size:
-        raise ValueError(
-            f"a mesh of shape {shape} needs {size} devices but only {len(pool)} are available; "
-            f"call scaling_lib.simulate.use_cpu_devices({size}) in a fresh kernel first"
-        )
-    grid = np.empty(size, dtype=object)
-    grid[:] = pool[:size]
-    auto = (jax.sharding.AxisType.Auto,) * len(shape)
-    return jax.sharding.Mesh(grid.reshape(shape), names, axis_types=auto)
-
-
-def shard(x, mesh, spec):
-    """Place ``x`` on ``mesh`` sharded by ``spec`` (a tuple like ``("X", None)``)."""
-    jax = _jax()
-    spec = spec if isinstance(spec, jax.sharding.PartitionSpec) else jax.sharding.PartitionSpec(
-        *spec)
-    return jax.device_put(x, jax.sharding.NamedSharding(mesh, spec))
-
-
-def notation(spec, dims=None, name="A") -> str:
-    """The book's notation for a sharding: A[I_X, J] for spec ("X", None).
-
-    A dimension sharded over several mesh axes gets them all (I_XY); ``dims`` names the
-    dimensions in order (default I, J, K, L for as many entries as ``spec`` has).
-
-    >>> notation(("X", None)), notation((None, ("X", "Y")), dims="BD", name="W")
-    ('A[I_X, J]', 'W[B, D_XY]')
-    """
-    spec = tuple(spec)
-    dims = "IJKL"[:max(len(spec), 1)] if dims is None else dims
-    spec = spec + (None,) * (len(dims) - len(spec))
-    parts = []
-    for d, entry in zip(dims, spec):
-        if entry is None:
-            parts.append(d)
-        else:
-            axes = (entry,) if isinstance(entry, str) else tuple(entry)
-            parts.append(f"{d}_{''.join(axes)}")
-    return f"{name}[{', '.join(parts)}]"
-
-
-def show_sharding(x, dims=None, name="A") -> str:
-    """Describe how ``x`` is laid out: its notation, and which slice each device holds."""
-    sharding = x.sharding
-    spec = tuple(getattr(sharding, "spec", ()))
-    spec = spec + (None,) * (x.ndim - len(spec))
-    dims = "IJKL"[:x.ndim] if dims is None else dims
-    index = sorted(sharding.devices_indices_map(x.shape).items(), key=lambda t: t[0].id)
-    lines = []
-    for dev, idx in index:
-        sizes = [len(range(*s.indices(n))) for s, n in zip(idx, x.shape)]
-        cells = ", ".join(":" if k == n else f"{s.indices(n)[0]}:{s.indices(n)[1]}"
-                          for s, k, n in zip(idx, sizes, x.shape))
-        lines.append(f"  device {dev.id}: {name}[{cells}]")
-    per_device = math.prod(sizes) * x.dtype.itemsize if index else 0
-    head = (f"{notation(spec, dims, name)}: {x.dtype}{list(x.shape)}, {x.nbytes:,} bytes in all, "
-            f"{per_device:,} bytes per device")
-    return "\n".join([head] + lines)
-
-
-# ---- reading compiled HLO ------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -388,3 +257,33 @@ def hlo_type(dtype) -> str:
         raise ValueError(f"dtype={dtype!r} has no known HLO element type")
     prefix = {"bfloat": "bf", "float": "f", "int": "s", "uint": "u", "complex": "c"}[m.group(1)]
     return f"{prefix}{m.group(2)}"
+
+
+def full_array_bytes(c: Collective) -> float:
+    """V of a compiled collective, the full array as the cost model states it (per device
+    buffers: an all-gather's result, an all-reduce's or reduce-scatter's operand, n times an
+    all-to-all's operand; a collective-permute's operand, the bytes each device sends).
+
+    >>> full_array_bytes(Collective("all-gather", 4, ((0, 1, 2, 3),), 64.0, 256.0))
+    256.0
+    """
+    if c.kind == "all-gather":
+        return c.result_bytes
+    if c.kind == "all-to-all":
+        return c.operand_bytes * c.group_size
+    return c.operand_bytes
+
+
+def emitted_totals(collectives) -> dict:
+    """Bytes per (kind, group_size) that a compiled program moves: sum of V · count, the form
+    of :func:`scaling_lib.parallelism.totals` (groups of one left out).
+
+    >>> emitted_totals([Collective("all-reduce", 2, ((0, 1),), 8.0, 8.0, count=3)])
+    {('all-reduce', 2): 24.0}
+    """
+    out: dict = {}
+    for c in collectives:
+        if c.group_size > 1 and c.count:
+            key = (c.kind, c.group_size)
+            out[key] = out.get(key, 0.0) + full_array_bytes(c) * c.count
+    return out

@@ -1,0 +1,129 @@
+"""The communication of one training step, strategy by strategy: ``Comm`` and ``collectives``.
+
+Each strategy module (``data``, ``fsdp``, ``tensor``) lists the collectives one device takes
+part in during one step as :class:`Comm` records; :func:`collectives` puts a plan's together.
+``nbytes`` is V, the full array of the collective (as in :func:`scaling_lib.collectives.
+collective_bytes`): the whole gradient for an all-reduce or a reduce-scatter, the whole gathered
+array for an all-gather; for a collective-permute, the bytes each device sends. The time of each
+is :func:`scaling_lib.collectives.collective_time` of (kind, nbytes, group_size).
+
+See: the parallelism chapters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import models
+from ..collectives import KINDS
+from ..units import dtype_bytes
+from .plan import ParallelPlan
+
+AXES = ("dp", "tp", "pp", "cp", "ep")
+PHASES = ("forward", "backward", "optimizer")
+_HLO_NAMES = {"f32": "fp32", "f16": "fp16", "f64": "fp64", "s8": "int8"}
+
+
+@dataclass(frozen=True)
+class Comm:
+    """One collective of a training step, as one device takes part in it.
+
+    ``kind`` (HLO spelling), ``axis`` (the plan's degree it runs over), ``group_size``,
+    ``nbytes`` (V, the full array), ``count`` (times per step), ``phase`` ("forward",
+    "backward" or "optimizer") and ``overlappable`` (whether compute can hide it).
+    """
+
+    kind: str
+    axis: str
+    group_size: int
+    nbytes: float
+    count: int = 1
+    phase: str = "backward"
+    overlappable: bool = True
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"kind={self.kind!r}; valid choices: {', '.join(KINDS)}")
+        if self.axis not in AXES:
+            raise ValueError(f"axis={self.axis!r}; valid choices: {', '.join(AXES)}")
+        if self.phase not in PHASES:
+            raise ValueError(f"phase={self.phase!r}; valid choices: {', '.join(PHASES)}")
+
+
+def element_bytes(dtype) -> float:
+    """Bytes per element, in the units module's names or HLO's ("f32", "bf16").
+
+    >>> element_bytes("bf16"), element_bytes("f32"), element_bytes("fp32")
+    (2.0, 4.0, 4.0)
+    """
+    return dtype_bytes(_HLO_NAMES.get(dtype, dtype))
+
+
+def params_per_device(cfg, plan: ParallelPlan) -> tuple[float, float, float]:
+    """(embedding, other dense, expert) parameters one tensor-parallel rank holds, before ZeRO.
+
+    The memory module's split (attention, MLPs and the vocabulary-parallel embedding and output
+    layer / tp; norms replicated; experts / (ep · tp)), with pp = 1.
+
+    >>> c = models.TransformerConfig(L=2, D=32, F=64, N=4, K=2, H=8, V=64)
+    >>> # V·D/2, then (2·(2·32·48 + 3·32·64) + 64·32)/2 + 5·32
+    >>> params_per_device(c, ParallelPlan(tp=2))
+    (1024.0, 10400.0, 0.0)
+    """
+    from ..memory import _first_stage_params  # the one home of the per-rank split
+
+    c = models.get(cfg)
+    dense, experts, _, _ = _first_stage_params(c, plan.with_changes(pp=1))
+    embedding = (c.V + c.learned_positions) * c.D / plan.tp
+    return embedding, dense - embedding, experts
+
+
+def collectives(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
+    """Every collective one device takes part in during one training step of ``plan``.
+
+    B is the global batch in sequences of T tokens; ``dtype`` the format of the weights,
+    gradients and activations that are communicated. Raises ValueError with the plan's
+    constraint violations (see :func:`constraints`), or for a degree whose strategy module is
+    not written yet (pp, cp, ep).
+
+    >>> c = models.TransformerConfig(L=2, D=32, F=64, N=4, K=2, H=8, V=64)
+    >>> collectives(c, ParallelPlan(), 8, 16)  # one device: nothing to communicate
+    []
+    """
+    from . import data, fsdp, tensor
+
+    missing = [f"{k}={getattr(plan, k)}" for k in ("pp", "cp", "ep") if getattr(plan, k) > 1]
+    if missing:
+        raise ValueError(f"no communication model yet for {', '.join(missing)}; the modelled "
+                         "strategies are data, fsdp (ZeRO, HSDP) and tensor (with sequence "
+                         "parallelism)")
+    reasons = constraints(cfg, plan, B, T)
+    if reasons:
+        raise ValueError("; ".join(reasons))
+    return [c for mod in (data, fsdp, tensor) for c in mod.comms(cfg, plan, B, T, dtype=dtype)]
+
+
+def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
+    """Every strategy's reasons why ``plan`` cannot run (cfg, B, T); empty when it can.
+
+    >>> c = models.TransformerConfig(L=2, D=32, F=64, N=4, K=2, H=8, V=64)
+    >>> constraints(c, ParallelPlan(dp=3), 8, 16)
+    ['B=8 sequences must be a multiple of dp·micro_batch = 3']
+    """
+    from . import data, fsdp, tensor
+
+    return [r for mod in (data, fsdp, tensor) for r in mod.constraints(cfg, plan, B, T)]
+
+
+def totals(comms) -> dict:
+    """Bytes per (kind, group_size): the sum of nbytes · count (groups of one move nothing).
+
+    >>> totals([Comm("all-reduce", "dp", 8, 100.0, 2), Comm("all-reduce", "dp", 8, 50.0)])
+    {('all-reduce', 8): 250.0}
+    """
+    out: dict = {}
+    for c in comms:
+        if c.group_size > 1 and c.nbytes * c.count:
+            key = (c.kind, c.group_size)
+            out[key] = out.get(key, 0.0) + float(c.nbytes) * c.count
+    return out

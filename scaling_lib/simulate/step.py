@@ -1,0 +1,264 @@
+"""``train_step``: one real training step of the library's transformer on simulated devices.
+
+The program is written with ``jax.shard_map``: every collective in it is one the code asks for
+(or its transpose, which ``jax.grad`` derives), so the compiled program shows which run. The
+devices form a mesh with axes ``dpr`` (dp / S replicas), ``dps`` (the ZeRO shard group of S
+ranks; all of dp when zero = 0) and ``tp``; an axis of size 1 is left out.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..models import TransformerConfig
+from ..parallelism.plan import ParallelPlan
+from . import data as _data
+from . import fsdp as _fsdp
+from . import model as _model
+from . import tensor as _tensor
+from .devices import _jax, make_mesh
+from .hlo import Collective, parse_hlo_collectives
+
+DTYPES = {"f32": "float32", "bf16": "bfloat16"}
+OPTIMIZERS = ("sgd", "adam")
+LR, BETAS, EPS = 0.1, (0.9, 0.999), 1e-8
+# Compile faster: these options only tune LLVM's code generation for the CPU, after XLA's HLO
+# passes have fixed which collectives run (the programs are tiny; speed is not measured).
+FAST_CODEGEN = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One training step: the loss, the parameters it started from, their gradients and the
+    parameters after the optimizer step.
+
+    ``params``, ``grads`` and ``updated_params`` are unsharded float64 host arrays with the same
+    keys for every plan; ``collectives`` is what XLA compiled for the step, as
+    :func:`~scaling_lib.simulate.collectives_in` returns them.
+    """
+
+    loss: float
+    params: dict
+    grads: dict
+    collectives: list[Collective]
+    updated_params: dict
+
+
+def check_supported(cfg, plan: ParallelPlan, B: int, T: int, dtype: str, optimizer: str):
+    """Raise ValueError naming every part of (cfg, plan) that train_step does not simulate."""
+    from ..parallelism import comms as _comms  # the strategies' own constraints
+
+    if not isinstance(cfg, TransformerConfig):
+        raise ValueError(f"cfg must be a TransformerConfig, got {cfg!r}")
+    if not isinstance(plan, ParallelPlan):
+        raise ValueError(f"plan must be a ParallelPlan, got {plan!r}")
+    bad = [f"{k}={getattr(plan, k)}" for k in ("pp", "cp", "ep") if getattr(plan, k) != 1]
+    if plan.recompute != "none":
+        bad.append(f"recompute={plan.recompute!r}")
+    for field, ok in (("E", 1), ("mla", None), ("bias", False), ("norm", "rmsnorm"),
+                      ("learned_positions", 0), ("dropout", False), ("tied_embeddings", False),
+                      ("glu", True)):
+        if getattr(cfg, field) != ok:
+            bad.append(f"cfg.{field}={getattr(cfg, field)!r}")
+    if plan.world_size > 8:
+        bad.append(f"world_size={plan.world_size} > 8 devices")
+    if bad:
+        raise ValueError(f"train_step does not simulate {', '.join(bad)}; it runs dp, tp, "
+                         "zero 0-3, shard_group and sequence_parallel on up to 8 devices, for a "
+                         "dense RMSNorm/SwiGLU model without biases or tied embeddings")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype={dtype!r}; valid choices: {', '.join(DTYPES)}")
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer={optimizer!r}; valid choices: {', '.join(OPTIMIZERS)}")
+    reasons = _comms.constraints(cfg, plan, B, T)
+    if plan.tp > 1 and cfg.K % plan.tp:
+        reasons.append(f"K={cfg.K} kv heads are not divisible by tp={plan.tp} (replicating kv "
+                       "heads is not simulated)")
+    S = plan.zero_group if plan.zero else 1
+    for name, (shape, tp_dim, z_dim) in _model.layout(cfg).items():
+        if plan.zero and shape[z_dim] % S:
+            reasons.append(f"{name} dimension {shape[z_dim]} is not divisible by the ZeRO "
+                           f"shard group S={S}")
+    if reasons:
+        raise ValueError("; ".join(dict.fromkeys(reasons)))
+
+
+class Ops:
+    """The parallel operations the model's forward pass asks for (see ``model``)."""
+
+    def __init__(self, jax, cfg, plan, axes):
+        self.jax, self.lax, self.jnp = jax, jax.lax, jax.numpy
+        self.tp = axes.get("tp")
+        self.sp = bool(plan.sequence_parallel) and self.tp is not None
+        self.shard = axes.get("dps") if plan.zero == 3 else None
+        self.layout = _model.layout(cfg)
+
+    def fetch(self, name, w):
+        if self.shard is None:
+            return w
+        return _fsdp.fetch(self.jax, self.lax, w, self.layout[name][2], self.shard)
+
+    def remat(self, fn):
+        return fn if self.shard is None else _fsdp.remat(self.jax, fn)
+
+    def enter(self, x):
+        return _tensor.enter(self.lax, x, self.tp, self.sp)
+
+    def leave(self, y):
+        return _tensor.leave(self.lax, y, self.tp, self.sp)
+
+    def embed(self, table, tokens):
+        return _tensor.embed(self.lax, self.jnp, table, tokens, self.tp, self.sp)
+
+    def cross_entropy_sum(self, logits, targets):
+        return _tensor.cross_entropy_sum(self.jax, self.lax, self.jnp, logits, targets, self.tp)
+
+
+def _update(jnp, p, g, optimizer):
+    """One optimizer step from a fresh state: SGD, or Adam's first step (m = (1-b1)g, ...)."""
+    if optimizer == "sgd":
+        return p - LR * g
+    m = (1 - BETAS[0]) * g / (1 - BETAS[0])
+    v = (1 - BETAS[1]) * g * g / (1 - BETAS[1])
+    return p - LR * m / (jnp.sqrt(v) + EPS)
+
+
+def _mesh_axes(plan):
+    """{axis name: size} for the mesh axes of size > 1 (dpr, dps, tp), in mesh order."""
+    S = plan.zero_group if plan.zero else plan.dp
+    sizes = {"dpr": plan.dp // S, "dps": S, "tp": plan.tp}
+    return {k: v for k, v in sizes.items() if v > 1}
+
+
+def _build(cfg, plan, B, T, dtype, optimizer):
+    """(step function, argument shapes, mesh or None) for these settings."""
+    jax = _jax()
+    jnp, lax, P = jax.numpy, jax.lax, jax.sharding.PartitionSpec
+    sizes = _mesh_axes(plan)
+    axes = {k: k for k in sizes}
+    dp_axes = tuple(a for a in ("dpr", "dps") if a in axes)
+    ops = Ops(jax, cfg, plan, axes)
+    lay = ops.layout
+    n_micro = plan.n_microbatches(B)
+    S = sizes.get("dps", 1) if plan.zero else 1
+
+    def spec(name, sharded):
+        shape, tp_dim, z_dim = lay[name]
+        out = [None] * len(shape)
+        if tp_dim is not None and ops.tp:
+            out[tp_dim] = "tp"
+        if sharded and "dps" in axes:
+            out[z_dim] = "dps"
+        return P(*out)
+
+    def step(params, tokens, targets):
+        local = {k: lax.pcast(w, tuple(a for a in dp_axes if not (plan.zero == 3 and a == "dps")),
+                              to="varying") if dp_axes else w for k, w in params.items()}
+
+        def loss_fn(w, tok, tgt):
+            return _model.loss_sum(jax, jnp, ops, cfg, w, tok, tgt) / (B * T)
+
+        grad_fn = jax.value_and_grad(loss_fn)
+        stage2 = plan.zero == 2 and "dps" in axes  # stage 2 keeps only its gradient shard
+
+        def micro(carry, batch):
+            w = local
+            if plan.zero == 3:  # pin the gathers inside the micro-batch (no hoisting)
+                w = {k: lax.optimization_barrier((v, batch[0]))[0] for k, v in local.items()}
+            value, g = grad_fn(w, *batch)
+            if stage2:
+                g = {k: _fsdp.reduce_scatter(lax, v, lay[k][2], "dps") for k, v in g.items()}
+            if carry is None:
+                return value, g
+            return (carry[0] + value, {k: carry[1][k] + g[k] for k in g}), None
+
+        if n_micro == 1:
+            loss, acc = micro(None, (tokens, targets))
+        else:  # gradient accumulation: a loop over micro-batches
+            split = (tokens.reshape(n_micro, -1, T), targets.reshape(n_micro, -1, T))
+            zeros = {k: jnp.zeros_like(v) for k, v in local.items()}
+            if stage2:
+                zeros = {k: _fsdp.my_shard(lax, v, lay[k][2], "dps", S) for k, v in zeros.items()}
+            zero_loss = lax.pcast(jnp.zeros((), jnp.float32), dp_axes, to="varying")
+            (loss, acc), _ = lax.scan(micro, (zero_loss, zeros), split)
+        if plan.zero == 0:
+            grads = {k: _data.all_reduce(lax, v, dp_axes) for k, v in acc.items()}
+            new = {k: _update(jnp, params[k], grads[k], optimizer) for k in params}
+        else:
+            if plan.zero == 1 and "dps" in axes:
+                acc = {k: _fsdp.reduce_scatter(lax, v, lay[k][2], "dps") for k, v in acc.items()}
+            grads = {k: _data.all_reduce(lax, v, ("dpr",) if "dpr" in axes else ())
+                     for k, v in acc.items()}
+            if plan.zero == 3 or "dps" not in axes:
+                new = {k: _update(jnp, params[k], grads[k], optimizer) for k in params}
+            else:
+                new = {}
+                for k, p in params.items():
+                    z = lay[k][2]
+                    mine = _update(jnp, _fsdp.my_shard(lax, p, z, "dps", S), grads[k], optimizer)
+                    new[k] = _fsdp.all_gather(lax, mine, z, "dps")
+        return jnp.reshape(loss, (1,)), grads, new
+
+    dt = jnp.dtype(DTYPES[dtype])
+    shapes = (
+        {k: jax.ShapeDtypeStruct(v[0], dt) for k, v in lay.items()},
+        jax.ShapeDtypeStruct((B, T), jnp.int32), jax.ShapeDtypeStruct((B, T), jnp.int32))
+    if not sizes:  # the one-device reference: no mesh, no collectives
+        return step, shapes, None
+    mesh = make_mesh(tuple(sizes.values()), tuple(sizes))
+    pspec = {k: spec(k, plan.zero == 3) for k in lay}
+    gspec = {k: spec(k, plan.zero >= 1) for k in lay}
+    bspec = P(dp_axes or None, None)
+    fn = jax.shard_map(step, mesh=mesh, in_specs=(pspec, bspec, bspec),
+                       out_specs=(P(dp_axes or None), gspec, pspec))
+    return fn, shapes, mesh
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(cfg, plan, B, T, dtype, optimizer):
+    """(compiled step, mesh or None) for these settings; compiled once per process."""
+    fn, shapes, mesh = _build(cfg, plan, B, T, dtype, optimizer)
+    return _jax().jit(fn).lower(*shapes).compile(FAST_CODEGEN), mesh
+
+
+def traced(cfg, plan, B, T, *, dtype="f32", optimizer="sgd"):
+    """The step's jaxpr: the collectives the program asks for, before XLA rewrites any."""
+    check_supported(cfg, plan, B, T, dtype, optimizer)
+    fn, shapes, _ = _build(cfg, plan, B, T, dtype, optimizer)
+    return _jax().make_jaxpr(fn)(*shapes)
+
+
+def train_step(cfg, plan: ParallelPlan | None = None, *, B: int, T: int, seed: int = 0,
+               dtype: str = "f32", optimizer: str = "sgd") -> StepResult:
+    """One training step of ``cfg`` on ``plan.world_size`` simulated devices, as ``plan`` says.
+
+    B sequences of T random tokens (and parameters) drawn from ``seed``; the loss is the mean
+    next-token cross-entropy over the B·T tokens; the optimizer is SGD (lr 0.1) or the first
+    step of Adam. ``ParallelPlan()`` runs on one device and is the reference every plan must
+    reproduce. Needs ``use_cpu_devices(n)`` with n >= plan.world_size before JAX starts.
+    Supported: dp, zero 0-3, shard_group (HSDP), tp, sequence_parallel, and their
+    combinations; anything else raises ValueError naming it.
+    """
+    plan = ParallelPlan() if plan is None else plan
+    check_supported(cfg, plan, B, T, dtype, optimizer)
+    jax = _jax()
+    compiled, mesh = _compiled(cfg, plan, B, T, dtype, optimizer)
+    dt = DTYPES[dtype]
+    params = {k: jax.numpy.asarray(v, dt) for k, v in _model.init_params(cfg, seed).items()}
+    tokens, targets = _model.batch(cfg, B, T, seed)
+    if mesh is not None:
+        ins = compiled.input_shardings[0]
+        params = jax.device_put(params, ins[0])
+        tokens = jax.device_put(tokens, ins[1])
+        targets = jax.device_put(targets, ins[2])
+    loss, grads, new = compiled(params, tokens, targets)
+
+    def host(tree):
+        return {k: np.asarray(v, dtype=np.float64) for k, v in tree.items()}
+
+    return StepResult(loss=float(np.sum(np.asarray(loss, np.float64))), params=host(params),
+                      grads=host(grads), collectives=parse_hlo_collectives(compiled.as_text()),
+                      updated_params=host(new))
