@@ -160,6 +160,9 @@ def tp_decode_comm_time(cfg, B, tp, link=None, *, accelerator="h100", dtype="bf1
         raise ValueError(f"tp={tp!r} must be a whole number of devices (1, 2, 4, 8, ...)")
     if np.all(np.asarray(tp) == 1):
         return _out(0.0 * B)
+    if link is not None and not isinstance(link, hardware.Link):
+        raise ValueError(f"link={link!r} must be a hardware.Link or None (the accelerator's "
+                         "intra-node link)")
     if link is None:
         cl = hardware.cluster(accelerator, int(np.max(tp)))
         topology, link = cl.topology, cl.intra_node

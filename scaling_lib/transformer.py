@@ -385,7 +385,7 @@ def kv_cache_bytes(cfg, B, S, dtype="bf16"):
     2.5
     """
     c = _cfg(cfg)
-    B = check_count("B", B, sweep=True)
+    B = check_positive("B", B)  # may be fractional: decode figures mark a fractional edge
     S = check_count("S", S, minimum=0, sweep=True)
     if c.sliding_window is not None:
         S = np.minimum(S, c.sliding_window)

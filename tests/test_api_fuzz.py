@@ -37,7 +37,8 @@ from scaling_lib.breakdown import Breakdown
 from scaling_lib.parallelism import ParallelPlan
 
 MODULES = (units, breakdown, hardware, roofline, collectives, models, transformer, memory,
-           inference, parallelism, published)
+           inference, parallelism, parallelism.data, parallelism.fsdp, parallelism.tensor,
+           published)
 
 # Public callables that are not fuzzed, and why.
 EXCLUDED = {
@@ -48,7 +49,8 @@ EXCLUDED = {
     "scaling_lib.hardware.internals.GPUInternals",
     "scaling_lib.hardware.internals.TPUInternals",
     "scaling_lib.hardware.internals.MemoryLevel",
-    "scaling_lib.collectives.CollectiveBytes",  # a NamedTuple (result type)
+    "scaling_lib.collectives.CollectiveBytes",  # NamedTuples: result types
+    "scaling_lib.collectives.RingTerms",
     "scaling_lib.published.TimeEstimate",  # a record of one paper's printed figures
 }
 
@@ -318,7 +320,7 @@ ISSUE_CASES = [
     (lambda: transformer.forward_flops("llama3-8b", "8", 4096), "B='8'"),
     (lambda: transformer.kv_cache_bytes("llama3-8b", 1 + 0j, 4096), "B=0j|B=\\(1\\+0j\\)"),
     (lambda: transformer.forward_flops("llama3-8b", 10**400, 4096), "too large"),
-    (lambda: roofline.network_critical_dim("h100", 0.5), "n=0.5 is not allowed"),
+    (lambda: roofline.network_critical_dim("h100", 0.5), "n=0.5 chips is not allowed"),
     (lambda: transformer.train_time(1e24, 8, "h100", 6502), r"mfu=6502 is not a fraction"),
     (lambda: transformer.mfu("llama3-8b", 1e9, 8, "h100", 4096), r"MFU=\d+ > 1"),
     (lambda: memory.training_memory(_TINY_28, ParallelPlan(tp=7), 1, 128),

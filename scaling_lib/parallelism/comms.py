@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from .. import models
 from ..collectives import KINDS
-from ..units import dtype_bytes
-from .plan import ParallelPlan
+from ..units import _brief, check_count, check_positive, dtype_bytes
+from .plan import ParallelPlan, check_step_args
 
 AXES = ("dp", "tp", "pp", "cp", "ep")
 PHASES = ("forward", "backward", "optimizer")
@@ -48,6 +48,9 @@ class Comm:
             raise ValueError(f"axis={self.axis!r}; valid choices: {', '.join(AXES)}")
         if self.phase not in PHASES:
             raise ValueError(f"phase={self.phase!r}; valid choices: {', '.join(PHASES)}")
+        check_count("group_size", self.group_size)
+        check_positive("nbytes", self.nbytes, allow_zero=True)
+        check_count("count", self.count, minimum=0)
 
 
 def element_bytes(dtype) -> float:
@@ -56,7 +59,7 @@ def element_bytes(dtype) -> float:
     >>> element_bytes("bf16"), element_bytes("f32"), element_bytes("fp32")
     (2.0, 4.0, 4.0)
     """
-    return dtype_bytes(_HLO_NAMES.get(dtype, dtype))
+    return dtype_bytes(_HLO_NAMES.get(dtype, dtype) if isinstance(dtype, str) else dtype)
 
 
 def params_per_device(cfg, plan: ParallelPlan) -> tuple[float, float, float]:
@@ -72,6 +75,8 @@ def params_per_device(cfg, plan: ParallelPlan) -> tuple[float, float, float]:
     """
     from ..memory import _first_stage_params  # the one home of the per-rank split
 
+    if not isinstance(plan, ParallelPlan):
+        raise ValueError(f"plan={_brief(plan)} must be a ParallelPlan")
     c = models.get(cfg)
     dense, experts, _, _ = _first_stage_params(c, plan.with_changes(pp=1))
     embedding = (c.V + c.learned_positions) * c.D / plan.tp
@@ -90,6 +95,7 @@ def collectives(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
     >>> collectives(c, ParallelPlan(), 8, 16)  # one device: nothing to communicate
     []
     """
+    check_step_args(plan, B, T)
     from . import data, fsdp, tensor
 
     missing = [f"{k}={getattr(plan, k)}" for k in ("pp", "cp", "ep") if getattr(plan, k) > 1]
@@ -110,6 +116,7 @@ def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
     >>> constraints(c, ParallelPlan(dp=3), 8, 16)
     ['B=8 sequences must be a multiple of dp·micro_batch = 3']
     """
+    check_step_args(plan, B, T)
     from . import data, fsdp, tensor
 
     return [r for mod in (data, fsdp, tensor) for r in mod.constraints(cfg, plan, B, T)]
@@ -121,6 +128,11 @@ def totals(comms) -> dict:
     >>> totals([Comm("all-reduce", "dp", 8, 100.0, 2), Comm("all-reduce", "dp", 8, 50.0)])
     {('all-reduce', 8): 250.0}
     """
+    if isinstance(comms, (str, bytes)) or not hasattr(comms, "__iter__"):
+        raise ValueError(f"comms={_brief(comms)} must be a list of Comm records")
+    comms = list(comms)
+    if any(not isinstance(c, Comm) for c in comms):
+        raise ValueError(f"comms must hold Comm records only, got {_brief(comms)}")
     out: dict = {}
     for c in comms:
         if c.group_size > 1 and c.nbytes * c.count:

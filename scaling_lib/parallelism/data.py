@@ -15,7 +15,7 @@ from __future__ import annotations
 from .. import memory as _memory
 from ..breakdown import Breakdown
 from .comms import Comm, element_bytes, params_per_device
-from .plan import ParallelPlan
+from .plan import ParallelPlan, check_step_args
 
 
 def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
@@ -28,6 +28,7 @@ def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
     >>> comms(c, ParallelPlan(dp=8), 8, 16, dtype="bf16")  # 2 bytes × 22,688 parameters
     [Comm(kind='all-reduce', axis='dp', group_size=8, nbytes=45376.0, count=1, phase='backward', overlappable=True)]
     """
+    check_step_args(plan, B, T)
     if plan.zero or plan.dp == 1:
         return []
     a = element_bytes(dtype)
@@ -44,6 +45,7 @@ def memory(cfg, plan: ParallelPlan, B, T, **options):
     :func:`scaling_lib.memory.training_memory`'s parameters, gradients and optimizer state for
     the plan without ZeRO (16 bytes/param with mixed-precision Adam), whatever dp is.
     """
+    check_step_args(plan, B, T, options)
     full = _memory.training_memory(cfg, plan.with_changes(zero=0, shard_group=None), B, T,
                                    **options)
     return Breakdown({k: full[k] for k in ("parameters", "gradients", "optimizer")},
@@ -56,6 +58,7 @@ def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
     >>> constraints(None, ParallelPlan(dp=4, micro_batch=2), 8, 16)
     []
     """
+    check_step_args(plan, B, T)
     per_step = plan.dp * plan.micro_batch
     if B % per_step:
         return [f"B={B} sequences must be a multiple of dp·micro_batch = {per_step}"]

@@ -27,7 +27,7 @@ from .. import memory as _memory
 from .. import models
 from ..breakdown import Breakdown
 from .comms import Comm, element_bytes, params_per_device
-from .plan import ParallelPlan
+from .plan import ParallelPlan, check_step_args
 
 
 def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
@@ -39,6 +39,7 @@ def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
     ...                                                           8, 16, dtype="f32")]
     [('reduce-scatter', 8, 90752.0, 'backward'), ('all-gather', 8, 90752.0, 'optimizer')]
     """
+    check_step_args(plan, B, T)
     if not plan.zero or plan.dp == 1:
         return []
     a = element_bytes(dtype)
@@ -80,6 +81,7 @@ def memory(cfg, plan: ParallelPlan, B, T, **options):
     >>> m0 / m3  # every model state split 8 ways
     8.0
     """
+    check_step_args(plan, B, T, options)
     full = _memory.training_memory(cfg, plan, B, T, **options)
     return Breakdown({k: full[k] for k in ("parameters", "gradients", "optimizer")},
                              unit="bytes")
@@ -91,6 +93,7 @@ def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
     >>> constraints(None, ParallelPlan(dp=4, shard_group=2), 8, 16)
     ['shard_group=2 needs zero >= 1 (it says how ZeRO shards states); use zero=3 for HSDP']
     """
+    check_step_args(plan, B, T)
     if plan.shard_group is not None and plan.zero == 0 and plan.shard_group != plan.dp:
         return [f"shard_group={plan.shard_group} needs zero >= 1 (it says how ZeRO shards "
                 "states); use zero=3 for HSDP"]

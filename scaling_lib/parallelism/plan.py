@@ -11,6 +11,7 @@ See: Chapter 6, "Memory for training", and the parallelism chapters.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -154,3 +155,33 @@ def pipeline_bubble_fraction(pp, n_microbatches, virtual_stages=1, schedule="1f1
     if relative_to == "compute":
         return _out((p - 1) / (v * m))
     return _out((p - 1) / (v * m + p - 1))
+
+
+def check_step_args(plan, B, T, options=None) -> None:
+    """Raise ValueError unless ``plan`` is a ParallelPlan and B (sequences) and T (tokens per
+    sequence) are whole numbers >= 1: the arguments every strategy module's functions share.
+    ``options`` (a strategy's ``memory(**options)``) must be keywords of
+    :func:`scaling_lib.memory.training_memory`.
+
+    >>> check_step_args(ParallelPlan(), 8, 2048)
+    >>> check_step_args("dp=8", 8, 2048)
+    Traceback (most recent call last):
+    ...
+    ValueError: plan='dp=8' must be a ParallelPlan
+    """
+    if not isinstance(plan, ParallelPlan):
+        raise ValueError(f"plan={_brief(plan)} must be a ParallelPlan")
+    check_count("B", B)
+    check_count("T", T)
+    if options is not None and not isinstance(options, Mapping):
+        raise ValueError(f"options={_brief(options)} must be a mapping of keyword arguments")
+    if options:
+        import inspect
+
+        from ..memory import training_memory  # memory imports this module: import lazily
+
+        valid = [p.name for p in inspect.signature(training_memory).parameters.values()
+                 if p.kind is p.KEYWORD_ONLY]
+        unknown = sorted(set(options) - set(valid))
+        if unknown:
+            raise ValueError(f"unknown option(s) {unknown}; valid: {', '.join(valid)}")

@@ -25,7 +25,7 @@ from .. import models
 from ..breakdown import Breakdown
 from ..transformer import _norm_params
 from .comms import Comm, element_bytes
-from .plan import ParallelPlan
+from .plan import ParallelPlan, check_step_args
 
 
 def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
@@ -37,6 +37,7 @@ def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
     >>> [(x.kind, x.nbytes, x.count, x.phase) for x in comms(c, plan, 8, 16)]  # V = 2·8·16·32
     [('all-reduce', 8192.0, 5, 'forward'), ('all-reduce', 8192.0, 5, 'backward'), ('all-reduce', 512.0, 3, 'forward')]
     """
+    check_step_args(plan, B, T)
     if plan.tp == 1:
         return []
     c = models.get(cfg)
@@ -65,6 +66,7 @@ def memory(cfg, plan: ParallelPlan, B, T, **options):
     From :func:`scaling_lib.memory.training_memory` (Korthikanti et al. 2022); the weights' tp
     split is already in every model-state figure (see ``data.memory``, ``fsdp.memory``).
     """
+    check_step_args(plan, B, T, options)
     full = _memory.training_memory(cfg, plan, B, T, **options)
     return Breakdown({k: full[k] for k in ("activations", "logits")}, unit="bytes")
 
@@ -78,6 +80,7 @@ def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
     ['tp=8 does not divide N=4 query heads; choose tp in [1, 2, 4]',
      'T=12 tokens must be divisible by tp=8 (sequence parallelism splits the sequence)']
     """
+    check_step_args(plan, B, T)
     t = plan.tp
     if t == 1:
         return []
