@@ -90,11 +90,27 @@ class Kernel:
         self.client = BlockingKernelClient()
         self.client.load_connection_file(self._conn)
         self.client.start_channels()
-        try:
-            self.client.wait_for_ready(timeout=STARTUP_TIME)
-        except RuntimeError as exc:
-            self.stop()
-            raise RuntimeError(f"the grading kernel did not start: {exc}") from None
+        # Ask for kernel_info until it answers (jupyter_client's wait_for_ready reads a heartbeat
+        # that is not beating yet on a busy machine as a dead kernel).
+        deadline = time.monotonic() + STARTUP_TIME
+        while True:
+            if not self.alive() or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("the grading kernel did not start (is ipykernel installed?)")
+            msg_id = self.client.kernel_info()
+            try:
+                while True:
+                    reply = self.client.get_shell_msg(timeout=1.0)
+                    if reply.get("parent_header", {}).get("msg_id") == msg_id:
+                        break
+                break
+            except queue.Empty:
+                continue
+        while True:  # drop the start-up chatter on iopub
+            try:
+                self.client.get_iopub_msg(timeout=0.2)
+            except queue.Empty:
+                break
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
