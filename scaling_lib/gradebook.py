@@ -852,3 +852,35 @@ def plot_pass_rates(results, path) -> None:
 __all__ = ["Course", "Chapter", "Exercise", "Result", "grade_notebook", "grade_folder",
            "plan_submission", "scan", "write_csv", "write_feedback", "table", "plot_pass_rates",
            "read_seeds", "find_submissions", "exercise_names", "VERDICTS", "CODEC"]
+
+
+def catalog(root=None) -> list[dict]:
+    """What each chapter's exercises test: one row per graded exercise of ``solutions/``.
+
+    Columns: chapter, exercise, title (the heading above the cell), kind ("number" or
+    "function"), parametric (draws from the seed), tolerance, and the wrong methods the answer
+    key lists (the slips the tolerance is chosen to catch).
+    """
+    from .exercises import _methods
+
+    course = Course(root)
+    rows = []
+    for stem in course.paths:
+        ch = course.chapter(stem)
+        wrong, _ = _methods(ch.base())
+        titles, last = {}, ""
+        for cell in ch.solutions.cells:
+            if cell.cell_type == "markdown" and cell.source.startswith("#"):
+                last = cell.source.splitlines()[0].lstrip("#").strip()
+            elif cell.cell_type == "code" and "graded" in cell.metadata.get("tags", []):
+                name = _graded_name({"cell_type": "code", "source": cell.source})
+                titles[name] = last
+        for name, ex in ch.exercises.items():
+            tol = ", ".join(f"{k}={v:g}" for k, v in ex.tolerance.items()) or "default"
+            rows.append({"chapter": stem, "exercise": name,
+                         "title": titles.get(name, "").removeprefix(name).strip(),
+                         "kind": "number" if ex.kind == "check" else "function",
+                         "parametric": "yes" if ch.checks[name].draw is not None else "no",
+                         "tolerance": tol,
+                         "wrong methods caught": "; ".join(wrong.get(name, {})) or "-"})
+    return rows
