@@ -3,7 +3,8 @@
 Every question is generated from the answer keys the chapters use (``scaling_lib.keys.drills``,
 which calls the library and the chapters' keys), so a changed constant changes a drill and its
 answer together. The question bank (:data:`QUESTIONS`) writes the drill notebooks
-``solutions/90_numbers.ipynb`` ... ``solutions/93_interview_senior.ipynb`` (:func:`write_notebooks`),
+``solutions/90_numbers.ipynb`` ... ``solutions/93_interview_senior.ipynb``
+(``scaling_lib.drills_build``),
 which then follow the solutions/exercises pattern: ``python -m scaling_lib.exercises build`` makes
 the student versions and the grading tool grades them like any chapter.
 
@@ -44,7 +45,8 @@ def chip_rows(names=CHIPS) -> list[dict]:
     for n in names:
         a = hardware.get(n)
         rows.append({"chip": n, "bf16 dense": fmt_flops_per_s(a.peak_flops_per_s("bf16")),
-                     "HBM": fmt_bytes(a.hbm_bytes), "HBM bandwidth": fmt_bytes_per_s(a.hbm_bytes_per_s),
+                     "HBM": fmt_bytes(a.hbm_bytes),
+                     "HBM bandwidth": fmt_bytes_per_s(a.hbm_bytes_per_s),
                      "scale-up link (one-way)": fmt_bytes_per_s(a.link_bytes_per_s),
                      "critical batch B*": round(roofline.critical_batch(n, "bf16"))})
     return rows
@@ -76,9 +78,10 @@ def collective_rows(nbytes=1e9) -> list[dict]:
     for label, n, acc in (("8 H100, NVLink", 8, "h100"), ("64 H100, 8 nodes, IB", 64, "h100"),
                           ("1,024 H100, 128 nodes, IB", 1024, "h100")):
         c = hardware.cluster(acc, n)
-        rows.append({"system": label,
-                     "AllReduce": fmt_seconds(collectives.hierarchical_time("all-reduce", nbytes, c, n).total),
-                     "AllGather": fmt_seconds(collectives.hierarchical_time("all-gather", nbytes, c, n).total)})
+
+        def t(kind):
+            return fmt_seconds(collectives.hierarchical_time(kind, nbytes, c, n).total)
+        rows.append({"system": label, "AllReduce": t("all-reduce"), "AllGather": t("all-gather")})
     return rows
 
 
@@ -171,7 +174,8 @@ QUESTIONS: dict[str, list[Question]] = {
     "91_interview_junior": [
         _q("91.1", "Matmul time", "How long does the bf16 matmul [B, D] x [D, F] take at the "
            "chip's dense peak (seconds)?", "t_math_matmul",
-           "accelerator=['h100', 'a100-80gb', 'b200', 'tpu-v5e', 'tpu-v5p', 'tpu-v6e'], B=(256, 8192), D=(1024, 16384), F=(1024, 65536)",
+           "accelerator=['h100', 'a100-80gb', 'b200', 'tpu-v5e', 'tpu-v5p', 'tpu-v6e'], B=(256, "
+           "8192), D=(1024, 16384), F=(1024, 65536)",
            "answer = 2 * p.B * p.D * p.F / hw.get(p.accelerator).peak_flops_per_s('bf16')", "s",
            hint="2·B·D·F FLOPs over the dense peak", worked="As exercise 1.1.", topic="Ch 1"),
         _q("91.2", "Training FLOPs", "How many FLOPs does training a dense model of n_params "
@@ -192,7 +196,8 @@ QUESTIONS: dict[str, list[Question]] = {
            topic="Ch 8"),
         _q("91.5", "Weight read time", "A decode step reads every bf16 weight once. How long does "
            "that take for the model below split over n chips (seconds)?", "weight_read_time",
-           "model=['llama3-8b', 'llama3-70b', 'llama3-405b'], accelerator=['h100', 'h200', 'b200', 'tpu-v5p'], n=(1, 16)",
+           "model=['llama3-8b', 'llama3-70b', 'llama3-405b'], accelerator=['h100', 'h200', "
+           "'b200', 'tpu-v5p'], n=(1, 16)",
            "answer = 2 * tf.n_params(p.model) / (p.n * hw.get(p.accelerator).hbm_bytes_per_s)", "s",
            hint="2 bytes per parameter over n·W_hbm", worked="N·2 bytes / (n · W_hbm).",
            topic="Ch 8"),
@@ -214,14 +219,17 @@ QUESTIONS: dict[str, list[Question]] = {
     "92_interview_mid": [
         _q("92.1", "MFU", "The model below trains at tokens_per_s tokens/s on n chips (T = 4096). "
            "What is its MFU (a fraction)?", "mfu",
-           "model=['llama3-8b', 'llama3-70b'], accelerator=['h100', 'a100-80gb'], n=(64, 1024), tokens_per_s=(2e5, 2e6)",
+           "model=['llama3-8b', 'llama3-70b'], accelerator=['h100', 'a100-80gb'], n=(64, 1024), "
+           "tokens_per_s=(2e5, 2e6)",
            "answer = tf.mfu(p.model, p.tokens_per_s, p.n, p.accelerator, 4096)", "",
            hint="model FLOPs per token (6N plus attention) times tokens/s over n·C",
            worked="MFU = FLOPs per token · tokens/s / (n · dense peak).", topic="Ch 7"),
         _q("92.2", "Training days", "How many days does training n_params parameters on n_tokens "
            "tokens take on n chips at the MFU below (6ND)?", "train_days",
-           "n_params=[8e9, 70e9, 405e9], n_tokens=[2e12, 15e12], accelerator=['h100', 'b200'], n=[1024, 4096, 16384], mfu=[0.3, 0.4, 0.5]",
-           "answer = 6 * p.n_params * p.n_tokens / (p.n * hw.get(p.accelerator).peak_flops_per_s('bf16') * p.mfu) / 86400",
+           "n_params=[8e9, 70e9, 405e9], n_tokens=[2e12, 15e12], accelerator=['h100', 'b200'], "
+           "n=[1024, 4096, 16384], mfu=[0.3, 0.4, 0.5]",
+           "answer = 6 * p.n_params * p.n_tokens / (p.n * "
+           "hw.get(p.accelerator).peak_flops_per_s('bf16') * p.mfu) / 86400",
            "days", hint="6ND / (n · C · MFU), then seconds to days",
            worked="t = 6ND / (n · C · MFU): the dense peak, and the MFU you can defend.",
            topic="Ch 7"),
@@ -239,7 +247,8 @@ QUESTIONS: dict[str, list[Question]] = {
            "with the batch; it overlaps with the backward pass.", topic="Parallelism"),
         _q("92.5", "Decode step", "Roofline lower bound of one decode step (seconds) of the model "
            "below, batch B, context S, split over n chips?", "decode_step",
-           "model=['llama3-8b', 'llama3-70b'], B=(1, 256), S=(1024, 16384), accelerator=['h100', 'h200'], n=[1, 2, 4, 8]",
+           "model=['llama3-8b', 'llama3-70b'], B=(1, 256), S=(1024, 16384), accelerator=['h100', "
+           "'h200'], n=[1, 2, 4, 8]",
            "answer = inf.decode_step_time(p.model, p.B, p.S, p.accelerator, p.n)", "s",
            hint="max(FLOPs / n·C, (weights + KV) bytes / n·W_hbm)",
            worked="Small batches are memory-bound: the weights and the KV cache dominate.",
@@ -253,7 +262,8 @@ QUESTIONS: dict[str, list[Question]] = {
         _q("92.7", "Write it: ZeRO", "Write the model-state bytes per device (mixed precision "
            "Adam, 16 bytes/param) for ZeRO stage `zero` over `dp` ranks.", "zero_reference",
            solution="p, g, o = 2 * n_params, 2 * n_params, 12 * n_params\n"
-           "return (p / dp if zero >= 3 else p) + (g / dp if zero >= 2 else g) + (o / dp if zero >= 1 else o)",
+           "return (p / dp if zero >= 3 else p) + (g / dp if zero >= 2 else g) + (o / dp if zero "
+           ">= 1 else o)",
            signature="def zero_bytes(n_params, dp, zero):",
            cases="[(7e9, 8, 0), (7e9, 8, 1), (7e9, 64, 2), (70e9, 512, 3)]",
            hint="optimizer (12), gradients (2), weights (2) sharded by stage", topic="Ch 6"),
@@ -265,14 +275,17 @@ QUESTIONS: dict[str, list[Question]] = {
     "93_interview_senior": [
         _q("93.1", "Chips to serve", "Fewest chips whose HBM holds the model's bf16 weights plus "
            "the bf16 KV cache of B sequences of S tokens (no other overhead)?", "chips_for_weights",
-           "model=['llama3-70b', 'llama3-405b'], accelerator=['h100', 'h200', 'b200', 'tpu-v5p'], B=(1, 64), S=(2048, 32768)",
-           "answer = math.ceil((inf.weight_bytes_read(p.model) + tf.kv_cache_bytes(p.model, p.B, p.S)) / hw.get(p.accelerator).hbm_bytes)",
+           "model=['llama3-70b', 'llama3-405b'], accelerator=['h100', 'h200', 'b200', "
+           "'tpu-v5p'], B=(1, 64), S=(2048, 32768)",
+           "answer = math.ceil((inf.weight_bytes_read(p.model) + tf.kv_cache_bytes(p.model, p.B, "
+           "p.S)) / hw.get(p.accelerator).hbm_bytes)",
            "chips", ", rtol=0", hint="round up (weights + KV) / HBM per chip",
            worked="Then round up to a shape the parallelism allows (a power of two for TP).",
            topic="Ch 8"),
         _q("93.2", "Serving throughput", "Roofline output tokens/s of an n-chip server decoding "
            "batch B at context S?", "decode_tokens_per_s",
-           "model=['llama3-70b'], accelerator=['h100', 'h200'], n=[4, 8], B=(1, 256), S=(2048, 16384)",
+           "model=['llama3-70b'], accelerator=['h100', 'h200'], n=[4, 8], B=(1, 256), S=(2048, "
+           "16384)",
            "answer = p.B / inf.decode_step_time(p.model, p.B, p.S, p.accelerator, p.n)", "tokens/s",
            hint="B tokens per decode step", worked="B / step time; the step is memory-bound until "
            "B approaches the critical batch.", topic="Ch 8"),
@@ -280,7 +293,8 @@ QUESTIONS: dict[str, list[Question]] = {
            "(NVLink inside, one 400 Gb/s NIC per GPU outside): seconds, with the library's "
            "hierarchical schedule?", "hierarchical_all_reduce",
            "gbytes=[1.0, 4.0, 16.0], n=[16, 64, 256, 1024]",
-           "answer = co.hierarchical_time('all-reduce', p.gbytes * 1e9, hw.cluster('h100', p.n), p.n).total",
+           "answer = co.hierarchical_time('all-reduce', p.gbytes * 1e9, hw.cluster('h100', p.n), "
+           "p.n).total",
            "s", hint="ReduceScatter in the node, AllReduce across nodes on 1/8 of the data, "
            "AllGather in the node", worked="The inter-node phase dominates: 50 GB/s per GPU "
            "against 450 GB/s of NVLink.", topic="Ch 4"),
@@ -294,11 +308,14 @@ QUESTIONS: dict[str, list[Question]] = {
         _q("93.5", "Throughput target", "What cluster tokens/s trains on n_tokens tokens in the "
            "days below?", "tokens_per_s_needed", "n_tokens=[2e12, 15e12], days=[30, 60, 90]",
            "answer = p.n_tokens / (p.days * 86400)", "tokens/s", hint="tokens over seconds",
-           worked="Tokens over seconds; then divide by the tokens/s one chip sustains to size the cluster.", topic="Ch 7"),
+           worked="Tokens over seconds; then divide by the tokens/s one chip sustains to size "
+           "the cluster.", topic="Ch 7"),
         _q("93.6", "Cluster size", "How many chips at MFU mfu train n_params parameters on "
            "n_tokens tokens (6ND) in the days below?", "chips_needed",
-           "n_params=[70e9, 405e9], n_tokens=[15e12], accelerator=['h100', 'b200'], mfu=[0.35, 0.45], days=[30, 90]",
-           "answer = 6 * p.n_params * p.n_tokens / (hw.get(p.accelerator).peak_flops_per_s('bf16') * p.mfu * p.days * 86400)",
+           "n_params=[70e9, 405e9], n_tokens=[15e12], accelerator=['h100', 'b200'], mfu=[0.35, "
+           "0.45], days=[30, 90]",
+           "answer = 6 * p.n_params * p.n_tokens / "
+           "(hw.get(p.accelerator).peak_flops_per_s('bf16') * p.mfu * p.days * 86400)",
            "chips", hint="6ND / (C · MFU · seconds)",
            worked="Dense peak only; a real plan rounds up to the parallelism's shape.",
            topic="Ch 7"),
@@ -373,9 +390,19 @@ def _llama3_mfus() -> str:
     return f"{mfus[0]:.0%} to {mfus[-1]:.0%}"
 
 
-def _frontier_days() -> float:
+def _run_16k():
+    """Llama 3 405B's largest published run (Table 4 of the Llama 3 paper)."""
     from . import published
-    return float(transformer.train_time(published.LLAMA3_405B_TRAIN_FLOPS, 16384, "h100", 0.40) / DAY)
+    return max((r for r in published.RUNS.values() if r.name.startswith("llama3-405b")),
+               key=lambda r: (r.n_devices, r.mfu))
+
+
+def _frontier_days() -> float:
+    """Llama 3 405B's training FLOPs on its 16K-GPU run at that run's MFU: days of compute."""
+    from . import published
+    run = _run_16k()
+    return float(transformer.train_time(published.LLAMA3_405B_TRAIN_FLOPS, run.n_devices,
+                                        run.accelerator, run.mfu) / DAY)
 
 
 def concepts() -> dict:
@@ -440,7 +467,8 @@ def concepts() -> dict:
              "global batch size limit"]),
         "frontier_time": (
             "How long does a frontier pre-training run take?",
-            f"Months. Llama 3 405B: 3.8e25 FLOPs on 16,384 H100s at about 40% MFU is "
+            f"Months. Llama 3 405B: {published.LLAMA3_405B_TRAIN_FLOPS:.2g} FLOPs on "
+            f"{_run_16k().n_devices:,} H100s at {_run_16k().mfu:.0%} MFU is "
             f"{_frontier_days():.0f} days of pure compute (t = FLOPs / (n · C · MFU)); the real "
             "run took longer with failures and restarts. Runs are sized so training ends in a "
             "few months: longer and the hardware and the ideas are outdated.",

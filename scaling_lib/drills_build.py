@@ -34,14 +34,17 @@ EXTRAS = {
     "91_interview_junior": {"concepts": ["parallelism", "sync_sgd"]},
     "92_interview_mid": {"concepts": ["nvlink", "dp_bottleneck"],
                          "design": [("Serve Llama 3 70B at 50 ms per output token: how many H100s?",
-                                     "drills.serving_answer(model='llama3-70b', accelerator='h100', tpot=0.050, batch=32, context=8192)")]},
+                                     "drills.serving_answer(model='llama3-70b', "
+                                     "accelerator='h100', tpot=0.050, batch=32, context=8192)")]},
     "93_interview_senior": {"concepts": ["frontier_time"],
                             "design": [("Train a 70B model on 1,024 H100s in 30 days: what plan, "
                                         "what MFU, does it fit?",
-                                        "drills.training_answer(model='llama3-70b', accelerator='h100', n=1024, days=30, mfu=0.40)"),
+                                        "drills.training_answer(model='llama3-70b', "
+                                        "accelerator='h100', n=1024, days=30, mfu=0.40)"),
                                        ("Serve Llama 3 70B at 50 ms per output token with batch "
                                         "64 at 32K context: how many H100s?",
-                                        "drills.serving_answer(model='llama3-70b', accelerator='h100', tpot=0.050, batch=64, context=32768)")]},
+                                        "drills.serving_answer(model='llama3-70b', "
+                                        "accelerator='h100', tpot=0.050, batch=64, context=32768)")]},
 }
 
 
