@@ -107,6 +107,8 @@ def notebook(stem: str, setup_source: str):
         for k in extra["concepts"]:
             cells.append(new_markdown_cell(f"### {table[k][0]}"))
             cells.append(new_code_cell(f"drills.reveal({k!r})"))
+    for i, cell in enumerate(cells):  # stable ids: regenerating does not churn the diff
+        cell["id"] = f"{stem[:2]}-{i:03d}"
     nb = new_notebook(cells=cells)
     nb.metadata.update({"kernelspec": {"display_name": "Python 3", "language": "python",
                                        "name": "python3"},

@@ -381,7 +381,7 @@ def _match_segments(lines: list[str], segs: list[list[str]]) -> tuple[bool, set]
 class Plan:
     """A submission read and compared with its chapter: what to run, what to flag."""
 
-    cells: list                   # [(kind, source, exercise name or None)], kind "locked"/"graded"/"added"
+    cells: list    # [(kind, source, exercise name)]; kind "locked", "graded" or "added"
     seed: int | None
     flags: list
     student_code: dict            # where -> (source, set of line numbers that are the student's)
@@ -495,7 +495,8 @@ def scan(src: str, lines: set, key_aliases: set, flag_keys: bool) -> list[str]:
                 found.append(f"calls `{node.func.id}` (patching an object?)")
             if flag_keys and node.func.id in ("__import__", "exec", "eval"):
                 found.append(f"calls `{node.func.id}` (may load the answer key)")
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "PASS" in node.value:
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
+              and "PASS" in node.value):
             found.append("writes the verdict marker PASS itself")
         elif flag_keys and isinstance(node, ast.Name) and node.id in key_aliases:
             found.append(f"uses the answer key module (`{node.id}`)")
@@ -583,7 +584,8 @@ def verdict_function(ex: Exercise, payload, reference, cases) -> tuple[str, str]
     for i, (case, got) in enumerate(zip(cases, got_cases), start=1):
         args, kwargs = split_case(case)
         if "late" in got:
-            return "fail", f"case {i} took longer than {CASE_TIME_LIMIT:g} s: does a loop never end?"
+            return "fail", (f"case {i} took longer than {CASE_TIME_LIMIT:g} s: does a loop "
+                            "never end?")
         if "raised" in got:
             if got["raised"] == "NotImplementedError":
                 return "unanswered", "replace the `raise NotImplementedError` line with your code"
@@ -666,7 +668,9 @@ def grade_notebook(path: Path, rel: str, course: Course, *, cell_timeout: float 
                         prelude.append(src)
                     if out.died or out.timed_out:
                         label = "a locked cell" if kind == "locked" else "an added cell"
-                        res.flags.append(f"{label} {'crashed the kernel' if out.died and not out.timed_out else 'ran past the cell time limit'}")
+                        what = ("ran past the cell time limit" if out.timed_out else
+                                "crashed the kernel")
+                        res.flags.append(f"{label} {what}")
                         if out.died:
                             _revive(kernel, prelude, cell_timeout, res)
                     continue
