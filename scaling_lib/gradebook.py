@@ -84,10 +84,10 @@ def _enc(x, depth=0):
             a = np.asarray(x)
             kind = a.dtype.kind
             if a.size <= 1000000 and kind in "iub":
-                return {"t": "array", "kind": kind, "shape": list(a.shape),
+                return {"t": "array", "kind": kind, "shape": list(a.shape), "dtype": a.dtype.name,
                         "v": [str(int(v)) if kind != "b" else bool(v) for v in a.ravel().tolist()]}
             if a.size <= 1000000 and kind in "f" or (a.dtype.names is None and kind == "V"):
-                return {"t": "array", "kind": "f", "shape": list(a.shape),
+                return {"t": "array", "kind": "f", "shape": list(a.shape), "dtype": a.dtype.name,
                         "v": [repr(float(v)) for v in a.astype(float).ravel().tolist()]}
             return {"t": "other", "type": f"{tn} of dtype {a.dtype}"}
         except Exception:
@@ -127,6 +127,9 @@ def _dec(e):
             [bool(v) for v in e["v"]] if kind == "b" else [int(v) for v in e["v"]])
         dtype = {"f": float, "b": bool}.get(kind, object if any(abs(v) >= 2**63 for v in vals)
                                               else np.int64)
+        if str(e.get("dtype")) in ("float16", "float32", "float64", "int8", "int16", "int32",
+                                   "int64", "uint8", "uint16", "uint32", "uint64"):
+            dtype = str(e["dtype"])
         return np.array(vals, dtype=dtype).reshape(tuple(int(n) for n in e["shape"]))
     name = "".join(c if c.isalnum() else "_" for c in str(e.get("type", "object")))[:60] or "object"
     return type(name, (), {"__repr__": lambda self: f"<{name}>"})()
@@ -207,6 +210,7 @@ class Exercise:
     tolerance: dict
     unit: str = ""
     hint: str = ""
+    forget: tuple = ()           # names the student's cell defines: removed before it runs
 
 
 @dataclass
@@ -283,10 +287,13 @@ def load_chapter(path: Path) -> Chapter:
     checks = graded_checks(sol, path.name)
     exercises = {}
     for c in checks:
+        target = c.arg(0, "answer" if c.kind == "check" else "fn")
+        forget = [target.id] if isinstance(target, ast.Name) else []
+        forget += [st.name for st in c.before if isinstance(st, ast.FunctionDef)]
         exercises[c.name] = Exercise(
-            c.name, c.kind, ast.unparse(c.arg(0, "answer" if c.kind == "check" else "fn")),
+            c.name, c.kind, ast.unparse(target),
             _locked_segments(sol.cells[c.cell].source, c.name), dict(c.tolerance),
-            _literal(c.call, "unit"), _literal(c.call, "hint"))
+            _literal(c.call, "unit"), _literal(c.call, "hint"), forget=tuple(dict.fromkeys(forget)))
     aliases = set()
     for cell in template.cells:
         if cell.cell_type == "code" and "graded" not in cell.metadata.get("tags", []):
@@ -675,7 +682,8 @@ def grade_notebook(path: Path, rel: str, course: Course, *, cell_timeout: float 
                             _revive(kernel, prelude, cell_timeout, res)
                     continue
                 ex = chapter.exercises[name]
-                kernel.run(_forget(ex.target.split("(")[0].split(".")[0]), cell_timeout)
+                for gone in ex.forget:
+                    kernel.run(_forget(gone), cell_timeout)
                 out = kernel.run(src, min(cell_timeout, left))
                 if out.died or (out.timed_out and out.notes):
                     res.exercises[name] = "error"

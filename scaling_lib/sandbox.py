@@ -2,7 +2,7 @@
 
 The kernel is a child process of its own session (so it and anything it starts can be killed
 together), started in a scratch folder holding a copy of the notebook, with a memory limit set by
-``resource.setrlimit`` before Python starts (``RLIMIT_DATA``: heap and private memory maps, so a
+``resource.setrlimit`` in the kernel process before IPython starts (``RLIMIT_DATA``: heap and private memory maps, so a
 huge allocation raises MemoryError in the kernel instead of exhausting the machine; address space
 that JAX merely reserves is not counted). Every cell runs under a time limit: past it the kernel is
 interrupted (SIGINT, which the ``%%graded`` magic turns into a FAIL line), and if it does not come
@@ -43,15 +43,15 @@ class CellRun:
     notes: list = field(default_factory=list)
 
 
-def _limits(memory_bytes: int | None):
-    """The function the kernel process runs before exec: its own session, and the memory limit."""
-    def preexec():
-        os.setsid()
-        if memory_bytes:
-            import resource
-            resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    return preexec
+# The kernel's first Python lines: the memory limit, then IPython's kernel. (Not a preexec_fn:
+# running Python between fork and exec can deadlock a grader whose threads hold locks, e.g. JAX.)
+_LAUNCH = """import resource, runpy, sys
+limit = int(sys.argv.pop(1))
+if limit:
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)
+"""
 
 
 class Kernel:
@@ -82,11 +82,12 @@ class Kernel:
         env.update(MPLBACKEND="Agg", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                    MKL_NUM_THREADS="1", PYDEVD_DISABLE_FILE_VALIDATION="1",
                    JAX_PLATFORMS=env.get("JAX_PLATFORMS", "cpu"))
-        cmd = [sys.executable, "-Xfrozen_modules=off", "-m", "ipykernel_launcher",
-               "-f", self._conn, "--HistoryManager.enabled=False"]
+        cmd = [sys.executable, "-Xfrozen_modules=off", "-c", _LAUNCH,
+               str(int(self.memory_bytes or 0)), "-f", self._conn,
+               "--HistoryManager.enabled=False"]
         self.proc = subprocess.Popen(cmd, cwd=self.cwd, env=env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     preexec_fn=_limits(self.memory_bytes))
+                                     start_new_session=True)  # killpg reaches its children
         self.client = BlockingKernelClient()
         self.client.load_connection_file(self._conn)
         self.client.start_channels()

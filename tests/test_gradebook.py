@@ -162,3 +162,19 @@ def test_read_seeds(tmp_path):
 def test_course_root_error_names_the_fix(tmp_path):
     with pytest.raises(ValueError, match="--course"):
         gb.course_root(tmp_path)
+
+
+def test_codec_keeps_array_dtypes():
+    a = np.ones((2, 2), dtype=np.float32)
+    assert gb.decode(gb.encode(a)).dtype == np.float32
+    assert gb.decode(gb.encode(np.arange(3, dtype=np.int32))).dtype == np.int32
+
+
+def test_kernel_memory_limit_and_survival(tmp_path):
+    from scaling_lib.sandbox import Kernel
+
+    with Kernel(str(tmp_path), memory_bytes=512 * 2**20) as k:
+        out = k.run("x = bytearray(1024 * 2**20)", 30)
+        assert "MemoryError" in out.error and not out.died
+        assert k.run("print(6 * 7)", 30).text.strip() == "42"   # the kernel goes on
+        assert k.run("import os; os._exit(3)", 30).died
