@@ -620,8 +620,7 @@ def grade_notebook(path: Path, rel: str, course: Course, *, cell_timeout: float 
     from .sandbox import Kernel
 
     start = time.monotonic()
-    student = Path(rel).parts[0] if len(Path(rel).parts) > 1 else Path(rel).stem
-    res = Result(rel, student, None, None)
+    res = Result(rel, student_of(rel), None, None)
     try:
         nb = nbformat.reads(path.read_text(encoding="utf-8", errors="replace"), as_version=4)
     except Exception as exc:
@@ -753,6 +752,20 @@ def read_seeds(path) -> dict:
     return seeds
 
 
+def student_of(rel: str) -> str:
+    """The student a submission belongs to: its first folder (``alice/07_mfu.ipynb``), else its
+    file name without the chapter (``bob_07_mfu.ipynb`` -> ``bob``), else the whole name.
+
+    >>> student_of("alice/07_mfu.ipynb"), student_of("bob_07_mfu.ipynb"), student_of("07_mfu.ipynb")
+    ('alice', 'bob', '07_mfu')
+    """
+    parts = Path(rel).parts
+    if len(parts) > 1:
+        return parts[0]
+    stem = Path(rel).stem
+    return re.sub(r"[_\-. ]*\d\d_[A-Za-z0-9_]*$", "", stem) or stem
+
+
 def find_submissions(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*.ipynb")
                   if ".ipynb_checkpoints" not in p.parts and not p.name.startswith("."))
@@ -766,7 +779,7 @@ def grade_folder(folder, *, course=None, cell_timeout=60.0, notebook_timeout=600
     results = []
     for path in find_submissions(folder):
         rel = path.relative_to(folder).as_posix()
-        student = Path(rel).parts[0] if len(Path(rel).parts) > 1 else Path(rel).stem
+        student = student_of(rel)
         r = grade_notebook(path, rel, course, cell_timeout=cell_timeout,
                            notebook_timeout=notebook_timeout, memory_bytes=memory_bytes,
                            assigned_seed=(seeds or {}).get(student), flag_keys=flag_keys)
@@ -863,7 +876,7 @@ def plot_pass_rates(results, path) -> None:
 
 __all__ = ["Course", "Chapter", "Exercise", "Result", "grade_notebook", "grade_folder",
            "plan_submission", "scan", "write_csv", "write_feedback", "table", "plot_pass_rates",
-           "read_seeds", "find_submissions", "exercise_names", "VERDICTS", "CODEC"]
+           "read_seeds", "find_submissions", "student_of", "exercise_names", "VERDICTS", "CODEC"]
 
 
 def catalog(root=None) -> list[dict]:
