@@ -290,7 +290,8 @@ QUESTIONS: dict[str, list[Question]] = {
            hint="B tokens per decode step", worked="B / step time; the step is memory-bound until "
            "B approaches the critical batch.", topic="Ch 8"),
         _q("93.3", "Hierarchical AllReduce", "AllReduce of gbytes GB over n H100s in nodes of 8 "
-           "(NVLink inside, one 400 Gb/s NIC per GPU outside): seconds, with the library's "
+           "(NVLink inside, the default NIC per GPU of hw.cluster outside): seconds, with the "
+           "library's "
            "hierarchical schedule?", "hierarchical_all_reduce",
            "gbytes=[1.0, 4.0, 16.0], n=[16, 64, 256, 1024]",
            "answer = co.hierarchical_time('all-reduce', p.gbytes * 1e9, hw.cluster('h100', p.n), "
