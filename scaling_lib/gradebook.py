@@ -397,13 +397,14 @@ class Plan:
 
 def plan_submission(nb, chapter: Chapter) -> Plan:
     flags: list = []
-    code = [c for c in nb.cells if c.get("cell_type") == "code"]
     tmpl = [c for c in chapter.template.cells if c.cell_type == "code"
             and "graded" not in c.metadata.get("tags", [])]
     wanted = [(_normal(c.source), c.source) for c in tmpl]
-    cells, student_code, seen, seed_cells = [], {}, set(), []
+    cells, student_code, seen, seed_cells, loose_seeds = [], {}, set(), [], []
     ti = 0
-    for c in code:
+    for number, c in enumerate(nb.cells, start=1):
+        if c.get("cell_type") != "code":
+            continue
         src = c.get("source", "")
         name = _graded_name(c)
         if name in chapter.exercises and name not in seen:
@@ -426,8 +427,10 @@ def plan_submission(nb, chapter: Chapter) -> Plan:
                 seed_cells.append(src)
         else:
             cells.append(("added", src, None))
-            student_code[f"added cell {len(student_code) + 1}"] = (
+            student_code[f"cell {number} (not in the exercise)"] = (
                 src, set(range(1, len(_lines(src)) + 1)))
+            if not seen and _SEED_LINE.search(src):
+                loose_seeds.append(src)
     for j in range(ti, len(wanted)):
         flags.append(f"locked cell edited or removed: `{_first(wanted[j][1])}`")
     missing = [n for n in chapter.exercises if n not in seen]
@@ -436,8 +439,11 @@ def plan_submission(nb, chapter: Chapter) -> Plan:
     seed = None
     if seed_cells:
         seed = int(_SEED_LINE.search(seed_cells[0]).group(2))
+    elif loose_seeds:  # the set-up cell was edited: take its SEED line, and say so
+        seed = int(_SEED_LINE.search(loose_seeds[0]).group(2))
+        flags.append(f"SEED = {seed} read from an edited set-up cell")
     else:
-        flags.append("no locked `SEED = <integer>` line: the seed is unknown")
+        flags.append("no `SEED = <integer>` line before the first exercise: the seed is unknown")
     return Plan(cells, seed, flags, student_code, missing)
 
 

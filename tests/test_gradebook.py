@@ -148,7 +148,9 @@ def test_plan_flags_an_edited_locked_cell():
     plan = gb.plan_submission(nb, chapter)
     assert plan.flags == [] and plan.seed == 5
     nb.cells[2].source = nb.cells[2].source.replace("as key", "as key  # mine")
-    assert any("locked cell edited" in f for f in gb.plan_submission(nb, chapter).flags)
+    plan = gb.plan_submission(nb, chapter)
+    assert any("locked cell edited" in f for f in plan.flags)
+    assert plan.seed == 5 and any("edited set-up cell" in f for f in plan.flags)
 
 
 def test_read_seeds(tmp_path):
