@@ -154,7 +154,9 @@ def layer_times(cfg, tp, tokens, accelerator, bytes_per_s, *, topology="switch",
 
 
 def tp_limit(cfg, accelerator, bytes_per_s, *, dtype="bf16") -> float:
-    """The largest (real) tp whose forward AllReduces hide behind its matmuls: 1 + f·W/(4·a·D·C).
+    """The largest (real) tp whose forward AllReduces hide behind its matmuls.
+
+    tp_max = 1 + f·W / (4·a·D·C), f = :func:`layer_flops_per_token`, C the peak FLOP/s.
 
     ``bytes_per_s`` (W) is one-way per device on a switch or ring (for a torus axis, a
     bidirectional ring: twice one link's). Latency is left out.

@@ -2,8 +2,9 @@
 
 Plotting functions take a matplotlib Axes and draw from :mod:`scaling_lib.parallelism.steptime`
 (compute, each collective's time and whether compute hides it), :mod:`scaling_lib.memory` (the
-memory stack per device) and :mod:`scaling_lib.parallelism` (the collectives);
-``explorer()`` wraps them in ipywidgets controls. matplotlib and ipywidgets are imported only when these are called.
+memory stack per device) and :mod:`scaling_lib.parallelism` (the collectives); ``explorer()``
+wraps them in ipywidgets controls. matplotlib and ipywidgets are imported only when these are
+called.
 """
 
 from __future__ import annotations
