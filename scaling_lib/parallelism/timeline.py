@@ -34,14 +34,15 @@ def layer_params(cfg) -> float:
 
 
 def ddp_timeline(cfg, cluster, dp, tokens_per_device, T, *, bucket_bytes=25e6, dtype="bf16",
-                 efficiency=1.0) -> list:
+                 efficiency=1.0, flash_attention=True) -> list:
     """PyTorch DDP's backward pass: layers back to front, gradients all-reduced in buckets.
 
     Each layer's backward takes 1/L of the backward compute (the output layer's is folded into
     the last layer); a bucket (consecutive layers, at least ``bucket_bytes`` of gradient, as
     DDP's 25 MB default) is all-reduced over ``dp`` ranks as soon as its last layer is done and
     the network is free. Returns events (stream, label, start, end) in seconds; the step's
-    backward ends with the last event.
+    backward ends with the last event. ``flash_attention`` counts the attention FlashAttention
+    recomputes in the backward pass, as :func:`~scaling_lib.parallelism.steptime.step_time` does.
 
     >>> ev = ddp_timeline("llama3-8b", hardware.cluster("h100", 8), 8, 8192, 4096)
     >>> ev[0][:2], ev[-1][0]
@@ -54,7 +55,7 @@ def ddp_timeline(cfg, cluster, dp, tokens_per_device, T, *, bucket_bytes=25e6, d
     plan = ParallelPlan(dp=dp)
     B = tokens_per_device * dp / T
     bwd = compute_times(cfg, plan, B, T, cluster.accelerator, efficiency=efficiency,
-                        dtype=dtype)["backward"]
+                        dtype=dtype, flash_attention=flash_attention)["backward"]
     a = element_bytes(dtype)
     per_layer = layer_params(cfg) * a
     emb = transformer.param_count(cfg)["embedding"] * a
@@ -73,7 +74,7 @@ def ddp_timeline(cfg, cluster, dp, tokens_per_device, T, *, bucket_bytes=25e6, d
 
 
 def fsdp_timeline(cfg, cluster, dp, tokens_per_device, T, *, dtype="bf16", efficiency=1.0,
-                  n_layers=None) -> list:
+                  n_layers=None, flash_attention=True) -> list:
     """FSDP's step, layer by layer: gather weights one layer ahead, reduce-scatter gradients.
 
     Forward: the all-gather of layer l+1 runs while layer l computes. Backward (layers back to
@@ -81,7 +82,8 @@ def fsdp_timeline(cfg, cluster, dp, tokens_per_device, T, *, dtype="bf16", effic
     l+1's gradients are reduce-scattered meanwhile, so in the steady state three things overlap:
     backward of l, reduce-scatter of l+1, all-gather of l-1. Gathers and reduce-scatters run on
     separate streams of the same network (FSDP2's), each its own resource here. Only the first
-    ``n_layers`` layers are drawn (default all). Returns events (stream, label, start, end).
+    ``n_layers`` layers are drawn (default all); ``flash_attention`` as in :func:`ddp_timeline`.
+    Returns events (stream, label, start, end).
 
     >>> ev = fsdp_timeline("llama3-8b", hardware.cluster("h100", 8), 8, 8192, 4096, n_layers=4)
     >>> sorted({e[0] for e in ev})
@@ -94,7 +96,8 @@ def fsdp_timeline(cfg, cluster, dp, tokens_per_device, T, *, dtype="bf16", effic
         raise ValueError(f"n_layers={n_layers!r} must be between 1 and L={cfg.L}")
     plan = ParallelPlan(dp=dp, zero=3)
     B = tokens_per_device * dp / T
-    ct = compute_times(cfg, plan, B, T, cluster.accelerator, efficiency=efficiency, dtype=dtype)
+    ct = compute_times(cfg, plan, B, T, cluster.accelerator, efficiency=efficiency, dtype=dtype,
+                       flash_attention=flash_attention)
     f, b = ct["forward"] / cfg.L, ct["backward"] / cfg.L
     V = layer_params(cfg) * element_bytes(dtype)
     ag = sum(comm_time(Comm("all-gather", "dp", dp, V), cluster, plan).values())
