@@ -60,3 +60,12 @@ def test_colab_launch_button_on_notebook_pages(html):
 def test_solutions_are_collapsible(html):
     sol = (html / "solutions" / "01_rooflines.html").read_text()
     assert "tag_hide-input" in sol and "dropdown" in sol
+
+
+def test_bibliography_parses_with_unique_keys():
+    """A broken entry stops the whole book build; catch it here, in a second, with its line."""
+    pybtex = pytest.importorskip("pybtex.database")
+    text = (ROOT / "book" / "references.bib").read_text()
+    keys = re.findall(r"(?m)^@\w+\{([^,]+),", text)
+    assert len(keys) == len(set(keys)), sorted(k for k in keys if keys.count(k) > 1)
+    assert len(pybtex.parse_string(text, "bibtex").entries) == len(keys)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import hardware, memory, steptime, transformer
-from ..parallelism import ParallelPlan, collectives, totals
+from .. import hardware, memory, transformer
+from ..parallelism import ParallelPlan, collectives, steptime, timeline, totals
 from ..parallelism.comms import Comm
 
 
@@ -82,7 +82,7 @@ def fsdp_device_states(p):
     """Ex 10.8: FSDP model states per device plus two layers' gathered bf16 weights (the layer
     computing and the one prefetched)."""
     n = transformer.n_params(p.model)
-    return memory.model_state_bytes(n, p.dp, 3).total + 2 * 2.0 * steptime.layer_params(p.model)
+    return memory.model_state_bytes(n, p.dp, 3).total + 2 * 2.0 * timeline.layer_params(p.model)
 
 
 def dp_comm_bound_devices(p):
@@ -136,7 +136,7 @@ WRONG_METHODS = {
     "10.8": {"no gathered buffers": lambda p: memory.model_state_bytes(
                  transformer.n_params(p.model), p.dp, 3).total,
              "one gathered layer": lambda p: fsdp_device_states(p)
-             - 2.0 * steptime.layer_params(p.model)},
+             - 2.0 * timeline.layer_params(p.model)},
     "10.10": {"C/W of one link": lambda p: _c_over_w(
                   "tpu-v5p", hardware.cluster("tpu-v5p", p.n).intra_node.per_link_bytes_per_s)},
 }

@@ -11,13 +11,11 @@ import math
 
 import numpy as np
 
-from .. import collectives as C
 from .. import hardware, memory, models, simulate
-from .. import tp_cost as tc
-from ..parallelism import ParallelPlan, collectives
+from ..parallelism import ParallelPlan, collectives, split, steptime, tensor
 
 LLAMA3 = ["llama3-8b", "llama3-70b", "llama3-405b"]
-# Ex 11.2's systems: (accelerator, the W of tp_cost.tp_limit, in one-way bytes/s per device)
+# Ex 11.2's systems: (accelerator, the W of tensor.tp_limit: one-way bytes/s per device)
 SYSTEMS = {
     "H100, NVLink inside a node": ("h100", hardware.cluster("h100", 8).intra_node.bytes_per_s),
     "H100, across nodes (one 400 Gb/s NIC per GPU)":
@@ -38,13 +36,13 @@ def activation_all_reduce_bytes(p):
 def largest_tp(p):
     """Ex 11.2: the largest integer tp whose forward AllReduces hide behind the matmuls."""
     acc, W = SYSTEMS[p.system]
-    return math.floor(tc.tp_limit(p.model, acc, W))
+    return math.floor(tensor.tp_limit(p.model, acc, W))
 
 
 def kv_weight_bytes(p):
     """Ex 11.3: bf16 bytes of one layer's W_K and W_V on one tp rank (kv heads replicated)."""
     c = models.get(p.model)
-    heads = c.K * tc.kv_replication(c, p.tp) / p.tp
+    heads = c.K * tensor.kv_replication(c, p.tp) / p.tp
     return 2 * c.D * heads * c.H * 2
 
 
@@ -59,7 +57,7 @@ def _tp_comm_time(p, sp):
     c = models.get(p.model)
     node = hardware.cluster("h100", 8)
     plan = ParallelPlan(tp=8, micro_batch=p.b, sequence_parallel=sp)
-    return sum(x.count * float(C.hierarchical_time(x.kind, x.nbytes, node).total)
+    return sum(sum(steptime.comm_time(x, node, plan).values())
                for x in collectives(c, plan, p.b, p.T) if not x.overlappable)
 
 
@@ -70,7 +68,7 @@ def tp_comm_time(p):
 
 @functools.lru_cache(maxsize=None)
 def _best_tp(model, B, T):
-    return tc.best_split(model, hardware.cluster("h100", 64), B, T).plan.tp
+    return split.best_split(model, hardware.cluster("h100", 64), B, T).plan.tp
 
 
 def best_tp(p):
@@ -80,7 +78,7 @@ def best_tp(p):
 
 def comm_to_math(p):
     """Ex 11.7: T_comm / T_math of one layer's forward on tp H100s over NVLink."""
-    t_math, t_comm = tc.layer_times(p.model, p.tp, 4096, "h100", 450e9)
+    t_math, t_comm = tensor.layer_times(p.model, p.tp, 4096, "h100", 450e9)
     return t_comm / t_math
 
 
@@ -100,7 +98,7 @@ def _largest_tp_mlp_only(p):
 
 def _comm_to_math_mlp_only(p):
     c = models.get(p.model)
-    return comm_to_math(p) * tc.layer_flops_per_token(c) / (2 * 3 * c.D * c.F)
+    return comm_to_math(p) * tensor.layer_flops_per_token(c) / (2 * 3 * c.D * c.F)
 
 
 WRONG_METHODS = {
@@ -113,10 +111,10 @@ WRONG_METHODS = {
              "a shard of the activations (V / tp)": lambda p: activation_all_reduce_bytes(p) / 8},
     "11.2": {"no (tp - 1) / tp factor": lambda p: largest_tp(p) - 1,
              "both directions' bandwidth": lambda p: math.floor(
-                 1 + 2 * (tc.tp_limit(p.model, *SYSTEMS[p.system]) - 1)),
+                 1 + 2 * (tensor.tp_limit(p.model, *SYSTEMS[p.system]) - 1)),
              "the MLP's matmuls only": _largest_tp_mlp_only},
     "11.3": {"no replication (K / tp heads)":
-             lambda p: kv_weight_bytes(p) / tc.kv_replication(p.model, p.tp),
+             lambda p: kv_weight_bytes(p) / tensor.kv_replication(p.model, p.tp),
              "W_K only": lambda p: kv_weight_bytes(p) / 2},
     "11.4": {"every activation divided by tp": lambda p: memory.activation_bytes(
         p.model, 1, p.T, recompute="selective", flash_attention=True) * (1 - 1 / p.tp),

@@ -15,15 +15,30 @@ with L layers, the embedding (vocabulary-parallel: one g) and the output layer (
 
 These sit on the critical path (not overlappable) unless a collective matmul hides them.
 
+The compute-bound limit on tp: the two forward AllReduces of a layer (a·BT·D each) against
+its matmuls, with f = forward matmul FLOPs of one layer per token (2·(2D(N+K)H + 3DF) for a
+SwiGLU layer), C the peak FLOP/s and W the one-way bandwidth per device of a switch or ring:
+
+    T_math = BT·f / (tp·C),   T_comm = 2 · 2(tp-1)/tp · a·BT·D / W
+
+BT cancels: the AllReduces stay hidden while tp <= 1 + f·W / (4·a·D·C) (:func:`tp_limit`).
+Left out: the attention core (grows with T, only loosens the bound), latency, and the backward
+pass (twice the matmuls for the same two collectives, so the forward pass binds).
+
 See: the chapter "Tensor and sequence parallelism".
 """
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
+from .. import collectives as _collectives
+from .. import hardware, models
 from .. import memory as _memory
-from .. import models
 from ..breakdown import Breakdown
-from ..transformer import _norm_params
+from ..transformer import _attention_weights, _mlp_weights, _norm_params
 from .comms import Comm, element_bytes
 from .plan import ParallelPlan, check_step_args
 
@@ -101,3 +116,108 @@ def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
         out.append(f"T={T} tokens must be divisible by tp={t} (sequence parallelism splits "
                    "the sequence)")
     return out
+
+
+def layer_flops_per_token(cfg) -> float:
+    """Forward matmul FLOPs of one dense layer per token: f = 2·(2D(N+K)H + 3DF) (SwiGLU).
+
+    >>> layer_flops_per_token("llama3-8b") == 2 * (2 * 4096 * 40 * 128 + 3 * 4096 * 14336)
+    True
+    """
+    c = models.get(cfg)
+    if c.is_moe or c.mla is not None:
+        raise ValueError(f"{c.name or 'cfg'} is an MoE or MLA model; layer_flops_per_token "
+                         "covers dense layers with standard attention only")
+    return float(2 * (_attention_weights(c) + _mlp_weights(c, c.F)))
+
+
+def layer_times(cfg, tp, tokens, accelerator, bytes_per_s, *, topology="switch", latency=0.0,
+                dtype="bf16"):
+    """(T_math, T_comm) of one layer's forward pass on tp ranks, in seconds.
+
+    T_math = tokens·f / (tp·C); T_comm = 2 AllReduces of a·tokens·D bytes over tp devices
+    (:func:`scaling_lib.collectives.collective_time`, ``bytes_per_s`` one-way as it says).
+    Broadcasts over tp and tokens.
+
+    >>> t_math, t_comm = layer_times("llama3-70b", 8, 8192, "h100", 450e9)
+    >>> round(t_math * 1e3, 3), round(t_comm * 1e3, 3)
+    (1.771, 1.044)
+    """
+    c = models.get(cfg)
+    acc = hardware.get(accelerator)
+    tp = np.asarray(tp)
+    if np.any(tp < 1):
+        raise ValueError(f"tp={tp.tolist()!r} must be >= 1 (devices in the tensor-parallel group)")
+    _check_bandwidth(bytes_per_s)
+    t_math = np.asarray(tokens) * layer_flops_per_token(c) / (tp * acc.peak_flops_per_s(dtype))
+    V = element_bytes(dtype) * np.asarray(tokens, dtype=float) * c.D
+    t_comm = 2 * _collectives.collective_time("all_reduce", V, tp, bytes_per_s,
+                                             topology=topology, latency=latency)
+    return _scalar(t_math), _scalar(t_comm)
+
+
+def tp_limit(cfg, accelerator, bytes_per_s, *, dtype="bf16") -> float:
+    """The largest (real) tp whose forward AllReduces hide behind its matmuls.
+
+    tp_max = 1 + f·W / (4·a·D·C), f = :func:`layer_flops_per_token`, C the peak FLOP/s.
+
+    ``bytes_per_s`` (W) is one-way per device on a switch or ring (for a torus axis, a
+    bidirectional ring: twice one link's). Latency is left out.
+
+    >>> round(tp_limit("llama3-70b", "h100", 450e9), 2)   # NVLink inside a DGX H100
+    12.88
+    >>> round(tp_limit("llama3-70b", "h100", 50e9), 2)    # one 400 Gb/s NIC per GPU
+    2.32
+    """
+    c = models.get(cfg)
+    _check_bandwidth(bytes_per_s)
+    C_ = hardware.get(accelerator).peak_flops_per_s(dtype)
+    return 1.0 + layer_flops_per_token(c) * bytes_per_s / (4 * element_bytes(dtype) * c.D * C_)
+
+
+def max_tp_degree(cfg, accelerator, bytes_per_s, *, dtype="bf16", divisors_only=True) -> int:
+    """The largest integer tp <= :func:`tp_limit`; with ``divisors_only``, also dividing K.
+
+    A tp that does not divide the K kv heads needs them replicated (see :func:`kv_replication`);
+    ``divisors_only`` keeps the degrees that split N and K evenly.
+
+    >>> max_tp_degree("llama3-70b", "h100", 450e9), max_tp_degree("llama3-8b", "h100", 450e9)
+    (8, 4)
+    """
+    c = models.get(cfg)
+    top = int(math.floor(tp_limit(c, accelerator, bytes_per_s, dtype=dtype) + 1e-9))
+    ok = [t for t in range(1, top + 1)
+          if not divisors_only or (c.N % t == 0 and c.K % t == 0)]
+    return max(ok)
+
+
+def kv_replication(cfg, tp) -> int:
+    """Copies of each kv head across the tp ranks: 1 when tp divides K, tp / K when K divides tp.
+
+    Each rank needs the kv heads its N/tp query heads read; with tp > K a kv head is shared by
+    tp / K ranks, each holding (and computing) its own copy.
+
+    >>> kv_replication("llama3-70b", 8), kv_replication("llama3-70b", 32)
+    (1, 4)
+    >>> kv_replication("llama3-70b", 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: tp=3 must divide N=64 query heads and divide or be a multiple of K=8 kv heads; choose tp in [1, 2, 4, 8, 16, 32, 64]
+    """
+    c = models.get(cfg)
+    if isinstance(tp, bool) or int(tp) != tp or tp < 1 or c.N % tp or (c.K % tp and tp % c.K):
+        ok = [t for t in range(1, c.N + 1) if c.N % t == 0 and (c.K % t == 0 or t % c.K == 0)]
+        raise ValueError(f"tp={tp} must divide N={c.N} query heads and divide or be a multiple "
+                         f"of K={c.K} kv heads; choose tp in {ok}")
+    return 1 if c.K % tp == 0 else tp // c.K
+
+
+def _check_bandwidth(bytes_per_s):
+    if np.any(~(np.asarray(bytes_per_s, dtype=float) > 0)):
+        raise ValueError(f"bytes_per_s={bytes_per_s!r} must be a positive one-way bandwidth per "
+                         "device (bytes/s)")
+
+
+def _scalar(x):
+    x = np.asarray(x, dtype=float)
+    return float(x) if x.ndim == 0 else x

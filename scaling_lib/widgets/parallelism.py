@@ -1,15 +1,16 @@
 """The strategy explorer (Chapter 10, "Data parallelism, ZeRO/FSDP and HSDP").
 
-Plotting functions take a matplotlib Axes and draw from :mod:`scaling_lib.steptime` (compute,
-each collective's time and whether compute hides it), :mod:`scaling_lib.memory` (the memory
-stack per device) and :mod:`scaling_lib.parallelism` (the collectives); ``explorer()`` wraps
-them in ipywidgets controls. matplotlib and ipywidgets are imported only when these are called.
+Plotting functions take a matplotlib Axes and draw from :mod:`scaling_lib.parallelism.steptime`
+(compute, each collective's time and whether compute hides it), :mod:`scaling_lib.memory` (the
+memory stack per device) and :mod:`scaling_lib.parallelism` (the collectives); ``explorer()``
+wraps them in ipywidgets controls. matplotlib and ipywidgets are imported only when these are
+called.
 """
 
 from __future__ import annotations
 
-from .. import hardware, models, steptime
-from ..parallelism import ParallelPlan
+from .. import hardware, models
+from ..parallelism import ParallelPlan, steptime
 from .memory import PART_COLORS
 
 STREAM_COLORS = {"compute": "#4c72b0", "network": "#c44e52", "all-gather": "#dd8452",
@@ -37,7 +38,7 @@ def states_fit(result, accelerator) -> bool:
 
 
 def plot_timeline(ax, events, *, title=""):
-    """Gantt chart of (stream, label, start, end) events (from ``steptime.*_timeline``), in ms.
+    """Gantt chart of (stream, label, start, end) events (from ``parallelism.timeline``), in ms.
 
     Returns the streams in the order drawn (top to bottom).
     """
@@ -57,7 +58,8 @@ def plot_timeline(ax, events, *, title=""):
 
 
 def plot_memory(ax, result, accelerator):
-    """One stacked bar of the per-device memory of a ``steptime.StepTime``, against HBM (GB)."""
+    """One stacked bar of the per-device memory of a ``parallelism.steptime.StepTime``, against
+    HBM (GB)."""
     acc = hardware.get(accelerator)
     bottom = 0.0
     for part, value in result.memory.items():

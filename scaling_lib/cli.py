@@ -1,0 +1,132 @@
+"""The command line: ``python -m scaling_lib SUBCOMMAND ...``.
+
+Subcommands (each a small function registered in ``SUBCOMMANDS``; ``estimate``, ``plan``,
+``optimal`` and ``serve`` join ``grade`` as siblings):
+
+    grade SUBMISSIONS_DIR [--out gradebook.csv] [--timeout S] [--json] ...
+        grade a folder of submitted exercise notebooks (see ``scaling_lib.gradebook``)
+
+Bad input prints one line naming the rule and the valid choices and exits with status 2, without a
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+
+class UsageError(Exception):
+    """Bad command-line input; the message names the rule and the valid choices."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2 (argparse prints the usage too)
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _positive(what: str):
+    def parse(text: str) -> float:
+        try:
+            x = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be a number of seconds, got {text!r}")
+        if not 0 < x < math.inf:
+            raise argparse.ArgumentTypeError(f"{what} must be a positive number, got {text!r}")
+        return x
+    return parse
+
+
+def _add_grade(sub) -> None:
+    g = sub.add_parser("grade", help="grade a folder of submitted exercise notebooks",
+                       description="Grade every .ipynb under SUBMISSIONS_DIR: each runs on a copy "
+                       "in a fresh, limited kernel; verdicts are recomputed from the answer keys.")
+    g.add_argument("submissions", metavar="SUBMISSIONS_DIR")
+    g.add_argument("--out", default="gradebook.csv",
+                   help="gradebook CSV (default: gradebook.csv); feedback/ and pass_rates.png "
+                   "go next to it")
+    g.add_argument("--timeout", type=_positive("--timeout"), default=60.0,
+                   help="seconds per cell (default: 60)")
+    g.add_argument("--notebook-timeout", type=_positive("--notebook-timeout"), default=600.0,
+                   help="seconds per notebook (default: 600)")
+    g.add_argument("--memory", type=_positive("--memory"), default=4096.0,
+                   help="memory limit of a kernel in MiB (default: 4096)")
+    g.add_argument("--seeds", help="CSV of student,seed: the seed each student was given")
+    g.add_argument("--flag-keys", action="store_true",
+                   help="flag student code that uses the answer key module or loads modules "
+                   "dynamically")
+    g.add_argument("--course", help="course repository holding solutions/ (default: this one)")
+    g.add_argument("--json", action="store_true", help="print a JSON list, one record per notebook")
+    g.set_defaults(run=_grade)
+
+
+def _grade(args) -> int:
+    from . import gradebook as gb
+
+    folder = Path(args.submissions)
+    if not folder.is_dir():
+        raise UsageError(f"grade: SUBMISSIONS_DIR {str(folder)!r} is not a folder; give the "
+                         "folder holding the submitted .ipynb notebooks")
+    if not gb.find_submissions(folder):
+        raise UsageError(f"grade: no .ipynb notebooks under {str(folder)!r}; give the folder "
+                         "holding the submitted notebooks")
+    out = Path(args.out)
+    if out.suffix.lower() != ".csv":
+        raise UsageError(f"grade: --out {args.out!r} must name a .csv file, e.g. gradebook.csv")
+    seeds = gb.read_seeds(args.seeds) if args.seeds else None
+    course = gb.Course(args.course)
+
+    def progress(r):
+        if not args.json:
+            print(f"graded {r.notebook}: {r.passed}/{r.total} in {r.seconds:.1f} s",
+                  file=sys.stderr, flush=True)
+
+    results = gb.grade_folder(folder, course=course, cell_timeout=args.timeout,
+                              notebook_timeout=args.notebook_timeout,
+                              memory_bytes=int(args.memory * 2**20), seeds=seeds,
+                              flag_keys=args.flag_keys, progress=progress)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    gb.write_csv(results, out)
+    gb.write_feedback(results, out.parent / "feedback")
+    gb.plot_pass_rates(results, out.parent / "pass_rates.png")
+    if args.json:
+        keep = ("notebook", "chapter", "seed", "exercises", "passed", "total", "flags")
+        print(json.dumps([{k: r.record()[k] for k in keep} for r in results], indent=2))
+    else:
+        print(gb.table(results))
+        print(f"wrote {out}, {out.parent / 'feedback'}/, {out.parent / 'pass_rates.png'}")
+    return 0
+
+
+SUBCOMMANDS = [_add_grade]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m scaling_lib", description=__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for add in SUBCOMMANDS:
+        add(sub)
+    return p
+
+
+def main(argv=None) -> int:
+    p = parser()
+    try:
+        args = p.parse_args(argv)
+        if not getattr(args, "command", None):
+            choices = ", ".join(p._subparsers._group_actions[0].choices)
+            raise UsageError(f"python -m scaling_lib: give a command, one of: {choices}")
+        return args.run(args)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:  # the library's own input checks name the rule and the choices
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+__all__ = ["main", "parser", "SUBCOMMANDS", "UsageError"]

@@ -1,0 +1,134 @@
+"""Layer-by-layer schedules of a data-parallel step: DDP's gradient buckets, FSDP's prefetch.
+
+Built on the step-time model (:mod:`scaling_lib.parallelism.steptime`): each layer computes
+1/L of :func:`~scaling_lib.parallelism.steptime.compute_times`, each collective takes
+:func:`~scaling_lib.parallelism.steptime.comm_time`. The schedules are lists of events
+(stream, label, start, end) in seconds, for ``widgets.parallelism.plot_timeline``.
+
+See: the chapter "Data parallelism, ZeRO/FSDP and HSDP".
+"""
+
+from __future__ import annotations
+
+from .. import hardware, models, transformer
+from .comms import Comm, element_bytes
+from .plan import ParallelPlan
+from .steptime import comm_time, compute_times
+
+
+def _check_sizes(dp, tokens_per_device, T):
+    for name, v in (("dp", dp), ("tokens_per_device", tokens_per_device), ("T", T)):
+        if isinstance(v, bool) or not v > 0:
+            raise ValueError(f"{name}={v!r} must be positive")
+
+
+def layer_params(cfg) -> float:
+    """Parameters of one transformer layer: all but the embedding and output layer, over L.
+
+    >>> layer_params("llama3-8b")  # 2D(N+K)H + 3DF + 2D
+    218112128.0
+    """
+    cfg = models.get(cfg)
+    pc = transformer.param_count(cfg)
+    return (pc.total - pc["embedding"] - pc["unembedding"]) / cfg.L
+
+
+def ddp_timeline(cfg, cluster, dp, tokens_per_device, T, *, bucket_bytes=25e6, dtype="bf16",
+                 efficiency=1.0, flash_attention=True) -> list:
+    """PyTorch DDP's backward pass: layers back to front, gradients all-reduced in buckets.
+
+    Each layer's backward takes 1/L of the backward compute (the output layer's is folded into
+    the last layer); a bucket (consecutive layers, at least ``bucket_bytes`` of gradient, as
+    DDP's 25 MB default) is all-reduced over ``dp`` ranks as soon as its last layer is done and
+    the network is free. Returns events (stream, label, start, end) in seconds; the step's
+    backward ends with the last event. ``flash_attention`` counts the attention FlashAttention
+    recomputes in the backward pass, as :func:`~scaling_lib.parallelism.steptime.step_time` does.
+
+    >>> ev = ddp_timeline("llama3-8b", hardware.cluster("h100", 8), 8, 8192, 4096)
+    >>> ev[0][:2], ev[-1][0]
+    (('compute', 'backward L31'), 'network')
+    """
+    cfg = models.get(cfg)
+    _check_sizes(dp, tokens_per_device, T)
+    if not bucket_bytes > 0:
+        raise ValueError(f"bucket_bytes={bucket_bytes!r} must be positive (DDP's default: 25e6)")
+    plan = ParallelPlan(dp=dp)
+    B = tokens_per_device * dp / T
+    bwd = compute_times(cfg, plan, B, T, cluster.accelerator, efficiency=efficiency,
+                        dtype=dtype, flash_attention=flash_attention)["backward"]
+    a = element_bytes(dtype)
+    per_layer = layer_params(cfg) * a
+    emb = transformer.param_count(cfg)["embedding"] * a
+    events, t, net_free, bucket, first = [], 0.0, 0.0, 0.0, None
+    for i, layer in enumerate(reversed(range(cfg.L))):
+        events.append(("compute", f"backward L{layer}", t, t + bwd / cfg.L))
+        t += bwd / cfg.L
+        bucket += per_layer + (emb * 2 if layer == 0 else 0.0)
+        first = layer if first is None else first
+        if bucket >= bucket_bytes or layer == 0:
+            ar = sum(comm_time(Comm("all-reduce", "dp", dp, bucket), cluster, plan).values())
+            start = max(t, net_free)
+            events.append(("network", f"all-reduce L{first}-L{layer}", start, start + ar))
+            net_free, bucket, first = start + ar, 0.0, None
+    return events
+
+
+def fsdp_timeline(cfg, cluster, dp, tokens_per_device, T, *, dtype="bf16", efficiency=1.0,
+                  n_layers=None, flash_attention=True) -> list:
+    """FSDP's step, layer by layer: gather weights one layer ahead, reduce-scatter gradients.
+
+    Forward: the all-gather of layer l+1 runs while layer l computes. Backward (layers back to
+    front): layer l's weights are re-gathered while layer l+1 computes its backward, and layer
+    l+1's gradients are reduce-scattered meanwhile, so in the steady state three things overlap:
+    backward of l, reduce-scatter of l+1, all-gather of l-1. Gathers and reduce-scatters run on
+    separate streams of the same network (FSDP2's), each its own resource here. Only the first
+    ``n_layers`` layers are drawn (default all); ``flash_attention`` as in :func:`ddp_timeline`.
+    Returns events (stream, label, start, end).
+
+    >>> ev = fsdp_timeline("llama3-8b", hardware.cluster("h100", 8), 8, 8192, 4096, n_layers=4)
+    >>> sorted({e[0] for e in ev})
+    ['all-gather', 'compute', 'reduce-scatter']
+    """
+    cfg = models.get(cfg)
+    _check_sizes(dp, tokens_per_device, T)
+    L = cfg.L if n_layers is None else int(n_layers)
+    if not 1 <= L <= cfg.L:
+        raise ValueError(f"n_layers={n_layers!r} must be between 1 and L={cfg.L}")
+    plan = ParallelPlan(dp=dp, zero=3)
+    B = tokens_per_device * dp / T
+    ct = compute_times(cfg, plan, B, T, cluster.accelerator, efficiency=efficiency, dtype=dtype,
+                       flash_attention=flash_attention)
+    f, b = ct["forward"] / cfg.L, ct["backward"] / cfg.L
+    V = layer_params(cfg) * element_bytes(dtype)
+    ag = sum(comm_time(Comm("all-gather", "dp", dp, V), cluster, plan).values())
+    rs = sum(comm_time(Comm("reduce-scatter", "dp", dp, V), cluster, plan).values())
+    ev = []
+    comp, ag_free, rs_free = 0.0, 0.0, 0.0
+    gathered = {}
+    ag_free = ag
+    ev.append(("all-gather", "gather L0", 0.0, ag))
+    gathered[0] = ag
+    for layer in range(L):  # forward
+        start = max(comp, gathered[layer])
+        if layer + 1 < L:  # prefetch the next layer while this one computes
+            s = max(ag_free, start)
+            ev.append(("all-gather", f"gather L{layer + 1}", s, s + ag))
+            gathered[layer + 1] = ag_free = s + ag
+        ev.append(("compute", f"forward L{layer}", start, start + f))
+        comp = start + f
+    s = max(ag_free, comp - f)  # the last layer's weights are re-gathered first for backward
+    ev.append(("all-gather", f"re-gather L{L - 1}", s, s + ag))
+    regathered = {L - 1: s + ag}
+    ag_free = s + ag
+    for layer in reversed(range(L)):  # backward
+        start = max(comp, regathered[layer])
+        if layer > 0:
+            s = max(ag_free, start)
+            ev.append(("all-gather", f"re-gather L{layer - 1}", s, s + ag))
+            regathered[layer - 1] = ag_free = s + ag
+        ev.append(("compute", f"backward L{layer}", start, start + b))
+        comp = start + b
+        s = max(rs_free, comp)
+        ev.append(("reduce-scatter", f"reduce-scatter L{layer}", s, s + rs))
+        rs_free = s + rs
+    return ev

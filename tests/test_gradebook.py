@@ -1,0 +1,182 @@
+"""The grading tool on crafted submissions: correct, wrong, unanswered, attacks, a hang, a crash.
+
+The folder is generated from solutions/01_rooflines.ipynb (tests/fixtures/submissions/craft.py)
+and graded once per session with short limits; every verdict and flag is compared with the
+expected one.
+"""
+
+import hashlib
+import importlib.util
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+from scaling_lib import gradebook as gb
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location(
+    "craft", ROOT / "tests" / "fixtures" / "submissions" / "craft.py")
+craft = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(craft)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    folder = craft.write(tmp_path_factory.mktemp("grading") / "submissions")
+    before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.rglob("*.ipynb")}
+    results = gb.grade_folder(folder, course=ROOT, cell_timeout=5.0, notebook_timeout=90.0,
+                              memory_bytes=2**30, seeds=gb.read_seeds(folder.parent / "seeds.csv"),
+                              flag_keys=True)
+    after = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.rglob("*.ipynb")}
+    return folder, {r.notebook: r for r in results}, before, after
+
+
+def test_every_crafted_notebook_is_graded(graded):
+    _, results, _, _ = graded
+    assert set(results) == set(craft.EXPECTED)
+
+
+@pytest.mark.parametrize("notebook", [k for k, v in craft.EXPECTED.items() if v is not None])
+def test_verdicts(graded, notebook):
+    _, results, _, _ = graded
+    r = results[notebook]
+    want = dict(zip(craft.NAMES, craft.EXPECTED[notebook]))
+    assert r.exercises == want, (r.exercises, r.flags, r.messages)
+    assert r.passed == sum(v == "pass" for v in want.values())
+    assert r.total == len(want)
+
+
+def test_a_changed_seed_earns_nothing(graded):
+    # answers right for SEED = 4, graded at the assigned seed 2: every drawn exercise fails
+    _, results, _, _ = graded
+    r = results["swap_01_rooflines.ipynb"]
+    chapter = gb.Course(ROOT).chapter("01_rooflines")
+    assert r.seed == 2
+    for name, verdict in r.exercises.items():
+        drawn = chapter.checks[name].draw is not None
+        assert verdict == ("fail" if drawn else "pass"), (name, r.messages[name])
+
+
+@pytest.mark.parametrize("notebook", list(craft.EXPECTED_FLAGS))
+def test_flags(graded, notebook):
+    _, results, _, _ = graded
+    flags = results[notebook].flags
+    for piece in craft.EXPECTED_FLAGS[notebook]:
+        assert any(piece in f for f in flags), (piece, flags)
+
+
+def test_clean_submission_has_no_flags(graded):
+    _, results, _, _ = graded
+    assert results["alice/01_rooflines.ipynb"].flags == []
+    assert results["alice/01_rooflines.ipynb"].student == "alice"
+
+
+def test_originals_untouched(graded):
+    _, _, before, after = graded
+    assert before == after
+
+
+def test_limits_bound_the_time(graded):
+    _, results, _, _ = graded
+    # the hang notebook: two 5 s cell limits and one 3 s grace, not the 90 s notebook limit
+    assert results["hang_01_rooflines.ipynb"].seconds < 60
+
+
+def test_reports(graded, tmp_path):
+    _, results, _, _ = graded
+    rs = list(results.values())
+    gb.write_csv(rs, tmp_path / "gb.csv")
+    rows = (tmp_path / "gb.csv").read_text().splitlines()
+    assert rows[0].startswith("student,notebook,chapter,seed,1.1,")
+    assert len(rows) == 1 + len(rs)
+    files = gb.write_feedback(rs, tmp_path / "feedback")
+    bob = next(p for p in files if p.name.startswith("bob"))
+    text = bob.read_text()
+    assert "bits vs bytes?" in text and "hint:" in text
+    gb.plot_pass_rates(rs, tmp_path / "rates.png")
+    assert (tmp_path / "rates.png").read_bytes()[:4] == b"\x89PNG"
+    shown = gb.table(rs)
+    assert "1.1:P" in shown and "P pass, F fail" in shown
+
+
+# ---- fast unit tests --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", [None, True, 3, 2**70, 1.5, float("nan"), "x", (1, 2.0),
+                                   [1, [2, 3]], {"a": 1}, 1 + 2j])
+def test_codec_round_trip(value):
+    got = gb.decode(gb.encode(value))
+    if isinstance(value, float) and np.isnan(value):
+        assert np.isnan(got)
+    else:
+        assert got == value and type(got) is type(value)
+
+
+def test_codec_arrays_and_strangers():
+    a = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(gb.decode(gb.encode(a)), a)
+    assert gb.decode(gb.encode(np.int64(7))).dtype.kind == "i"
+    odd = gb.decode(gb.encode(object()))
+    from scaling_lib.grading import assess
+    verdict, msg = assess(odd, 1.0)
+    assert verdict == "FAIL" and "object" in msg
+
+
+def test_verdict_value_uses_the_key_not_the_kernel():
+    ex = gb.Exercise("x", "check", "answer", [], {}, "s")
+    assert gb.verdict_value(ex, {"value": gb.encode(8.0)}, 1.0)[0] == "fail"
+    assert gb.verdict_value(ex, {"value": gb.encode(1.0)}, 1.0)[0] == "pass"
+    assert gb.verdict_value(ex, {"value": gb.encode(None)}, 1.0)[0] == "unanswered"
+    assert gb.verdict_value(ex, {"missing": "NameError"}, 1.0)[0] == "error"
+    assert gb.verdict_value(ex, None, 1.0)[0] == "error"
+
+
+def test_scan_flags_tampering_and_keys():
+    src = "import numpy as np\nnp.isclose = 1\ndef check(*a):\n    print('PASS')\nanswer = key.f(p)"
+    lines = set(range(1, 6))
+    plain = gb.scan(src, lines, {"key"}, flag_keys=False)
+    assert "patches `np.isclose`" in plain and "redefines `check`" in plain
+    assert not any("answer key" in f for f in plain)
+    assert any("answer key" in f for f in gb.scan(src, lines, {"key"}, flag_keys=True))
+    assert gb.scan(src, {5}, {"key"}, flag_keys=False) == []   # locked lines are not scanned
+
+
+def test_plan_flags_an_edited_locked_cell():
+    chapter = gb.Course(ROOT).chapter("01_rooflines")
+    nb = craft.submission(5)
+    plan = gb.plan_submission(nb, chapter)
+    assert plan.flags == [] and plan.seed == 5
+    nb.cells[2].source = nb.cells[2].source.replace("as key", "as key  # mine")
+    plan = gb.plan_submission(nb, chapter)
+    assert any("locked cell edited" in f for f in plan.flags)
+    assert plan.seed == 5 and any("edited set-up cell" in f for f in plan.flags)
+
+
+def test_read_seeds(tmp_path):
+    (tmp_path / "s.csv").write_text("student,seed\nann,4\n")
+    assert gb.read_seeds(tmp_path / "s.csv") == {"ann": 4}
+    (tmp_path / "s.csv").write_text("ann,four\n")
+    with pytest.raises(ValueError, match="not an integer"):
+        gb.read_seeds(tmp_path / "s.csv")
+
+
+def test_course_root_error_names_the_fix(tmp_path):
+    with pytest.raises(ValueError, match="--course"):
+        gb.course_root(tmp_path)
+
+
+def test_codec_keeps_array_dtypes():
+    a = np.ones((2, 2), dtype=np.float32)
+    assert gb.decode(gb.encode(a)).dtype == np.float32
+    assert gb.decode(gb.encode(np.arange(3, dtype=np.int32))).dtype == np.int32
+
+
+def test_kernel_memory_limit_and_survival(tmp_path):
+    from scaling_lib.sandbox import Kernel
+
+    with Kernel(str(tmp_path), memory_bytes=512 * 2**20) as k:
+        out = k.run("x = bytearray(1024 * 2**20)", 30)
+        assert "MemoryError" in out.error and not out.died
+        assert k.run("print(6 * 7)", 30).text.strip() == "42"   # the kernel goes on
+        assert k.run("import os; os._exit(3)", 30).died
