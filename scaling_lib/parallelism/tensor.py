@@ -39,6 +39,7 @@ from .. import hardware, models
 from .. import memory as _memory
 from ..breakdown import Breakdown
 from ..transformer import _attention_weights, _mlp_weights, _norm_params
+from ..units import _brief, check_count, check_positive, divisors
 from .comms import Comm, element_bytes
 from .plan import ParallelPlan, check_step_args
 
@@ -102,7 +103,7 @@ def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
     c = models.get(cfg)
     out = []
     if c.N % t:
-        ok = [d for d in range(1, c.N + 1) if c.N % d == 0]
+        ok = divisors(c.N)
         out.append(f"tp={t} does not divide N={c.N} query heads; choose tp in {ok}")
     elif c.K % t and t % c.K:
         out.append(f"K={c.K} kv heads must divide or be divisible by tp={t} (tp > K "
@@ -145,7 +146,8 @@ def layer_times(cfg, tp, tokens, accelerator, bytes_per_s, *, topology="switch",
     """
     c = models.get(cfg)
     acc = hardware.get(accelerator)
-    tp = np.asarray(tp)
+    tp = np.asarray(check_positive("tp", tp))
+    tokens = check_positive("tokens", tokens)
     if np.any(tp < 1):
         raise ValueError(f"tp={tp.tolist()!r} must be >= 1 (devices in the tensor-parallel group)")
     _check_bandwidth(bytes_per_s)
@@ -185,7 +187,8 @@ def max_tp_degree(cfg, accelerator, bytes_per_s, *, dtype="bf16", divisors_only=
     (8, 4)
     """
     c = models.get(cfg)
-    top = int(math.floor(tp_limit(c, accelerator, bytes_per_s, dtype=dtype) + 1e-9))
+    # no degree beyond N: a rank needs at least one query head (and inf must not reach int())
+    top = int(math.floor(min(tp_limit(c, accelerator, bytes_per_s, dtype=dtype), c.N) + 1e-9))
     ok = [t for t in range(1, top + 1)
           if not divisors_only or (c.N % t == 0 and c.K % t == 0)]
     return max(ok)
@@ -205,15 +208,21 @@ def kv_replication(cfg, tp) -> int:
     ValueError: tp=3 must divide N=64 query heads and divide or be a multiple of K=8 kv heads; choose tp in [1, 2, 4, 8, 16, 32, 64]
     """
     c = models.get(cfg)
-    if isinstance(tp, bool) or int(tp) != tp or tp < 1 or c.N % tp or (c.K % tp and tp % c.K):
-        ok = [t for t in range(1, c.N + 1) if c.N % t == 0 and (c.K % t == 0 or t % c.K == 0)]
-        raise ValueError(f"tp={tp} must divide N={c.N} query heads and divide or be a multiple "
-                         f"of K={c.K} kv heads; choose tp in {ok}")
+    tp_in = tp
+    try:
+        tp = check_count("tp", tp)
+    except ValueError:
+        tp = 0.5  # reported below with the valid choices
+    if np.ndim(tp) or tp % 1 or c.N % tp or (c.K % tp and tp % c.K):
+        ok = [t for t in divisors(c.N) if c.K % t == 0 or t % c.K == 0]
+        raise ValueError(f"tp={_brief(tp_in)} must divide N={c.N} query heads and divide or be "
+                         f"a multiple of K={c.K} kv heads; choose tp in {ok}")
+    tp = int(tp)
     return 1 if c.K % tp == 0 else tp // c.K
 
 
 def _check_bandwidth(bytes_per_s):
-    if np.any(~(np.asarray(bytes_per_s, dtype=float) > 0)):
+    if np.any(~(np.asarray(check_positive("bytes_per_s", bytes_per_s), dtype=float) > 0)):
         raise ValueError(f"bytes_per_s={bytes_per_s!r} must be a positive one-way bandwidth per "
                          "device (bytes/s)")
 
