@@ -29,6 +29,7 @@ What the models leave out: congestion from other traffic, protocol overheads, NC
 tree vs ring algorithms, in-network reduction (NVLink SHARP), and any overlap with compute.
 
 See: Chapter "Networks and collectives".
+
 The package, one concept per module (every name is also importable from here):
 
 - :mod:`.names`: :data:`KINDS`, :data:`TOPOLOGIES`, :func:`canonical_kind`;

@@ -12,6 +12,7 @@ the student versions and the grading tool grades them like any chapter.
 with its right answer and the common wrong answers (``WRONG_METHODS``) as distractors.
 
 See: the "Interview preparation" part of the book.
+
 The package, one concept per module (every name is also importable from here):
 :mod:`.sheet` (the numbers sheet), :mod:`.bank` (the question bank), :mod:`.design` (system
 design answers), :mod:`.conceptual` (model answers and rubrics) and :mod:`.quizzes`

@@ -19,6 +19,7 @@ The FLOPs counted per HLO instruction follow XLA's cost model: a dot is 2 x (out
 tanh, ...) are not FLOPs. Bytes are the operands read plus the result written, each once.
 
 See: Chapter "Profiling JAX programs".
+
 The package, one concept per module (every name is also importable from here):
 :mod:`.hlo` (reading HLO text), :mod:`.compiled` (compiling, XLA's cost and memory estimates),
 :mod:`.trace` (reading traces), :mod:`.table` (per-op aggregation), :mod:`.run`
