@@ -157,7 +157,8 @@ def sharded_matmul(I, J, K, a_spec, b_spec, mesh_shape, *, dtype="bf16",
     return ShardedMatmul(4, "all-gather", "B", bK, sK, b_bytes, (aI, None), flops / sI)
 
 
-def comm_time(m: ShardedMatmul, bytes_per_s, *, topology="ring", latency=0.0, **torus):
+def comm_time(m: ShardedMatmul, bytes_per_s, *, topology="ring", latency=0.0, shape=None,
+              wraparound=True):
     """Seconds of the collective of ``m`` (0 for case 1), with :func:`collectives.collective_time`.
 
     >>> m = sharded_matmul(8192, 8192, 8192, (None, "X"), ("X", None), {"X": 8})
@@ -167,7 +168,8 @@ def comm_time(m: ShardedMatmul, bytes_per_s, *, topology="ring", latency=0.0, **
     if m.kind is None or m.group_size == 1:
         return 0.0
     return collectives.collective_time(m.kind, m.nbytes, m.group_size, bytes_per_s,
-                                       topology=topology, latency=latency, **torus)
+                                       topology=topology, latency=latency, shape=shape,
+                                       wraparound=wraparound)
 
 
 def cluster_comm_time(m: ShardedMatmul, cluster) -> float:

@@ -106,7 +106,8 @@ def collective_time(collective, nbytes, n, bytes_per_s, *, topology="ring", late
     return _out(np.asarray(s) * a + np.asarray(b) * V / W)
 
 
-def all_gather_time(nbytes, n, bytes_per_s, *, topology="ring", latency=0.0, **torus):
+def all_gather_time(nbytes, n, bytes_per_s, *, topology="ring", latency=0.0, shape=None,
+                    wraparound=True):
     """AllGather A[I_X, J] -> A[I, J]: every device ends with the whole ``nbytes`` array.
 
     One-way ring: T = (n - 1) * (latency + nbytes / (n W)). Other topologies: :func:`cost_terms`.
@@ -120,10 +121,12 @@ def all_gather_time(nbytes, n, bytes_per_s, *, topology="ring", latency=0.0, **t
     See: Chapter "Networks and collectives", "AllGather".
     """
     return collective_time("all-gather", nbytes, n, bytes_per_s, topology=topology,
-                           latency=latency, **torus)
+                           latency=latency, shape=shape,
+                           wraparound=wraparound)
 
 
-def reduce_scatter_time(nbytes, n, bytes_per_s, *, topology="ring", latency=0.0, **torus):
+def reduce_scatter_time(nbytes, n, bytes_per_s, *, topology="ring", latency=0.0, shape=None,
+                        wraparound=True):
     """ReduceScatter A[I, J]{U_X} -> A[I_X, J]: sum n partial arrays, keep one shard each.
 
     The transpose of AllGather, with the same cost: T = (n - 1) * (latency + nbytes / (n W))
@@ -135,10 +138,12 @@ def reduce_scatter_time(nbytes, n, bytes_per_s, *, topology="ring", latency=0.0,
     See: Chapter "Networks and collectives", "ReduceScatter".
     """
     return collective_time("reduce-scatter", nbytes, n, bytes_per_s, topology=topology,
-                           latency=latency, **torus)
+                           latency=latency, shape=shape,
+                           wraparound=wraparound)
 
 
-def all_reduce_time(nbytes, n, bytes_per_s, *, topology="ring", latency=0.0, **torus):
+def all_reduce_time(nbytes, n, bytes_per_s, *, topology="ring", latency=0.0, shape=None,
+                    wraparound=True):
     """AllReduce A[I, J]{U_X} -> A[I, J] = ReduceScatter then AllGather: twice their cost.
 
     One-way ring: T = 2 (n - 1) * (latency + nbytes / (n W)).
@@ -149,10 +154,12 @@ def all_reduce_time(nbytes, n, bytes_per_s, *, topology="ring", latency=0.0, **t
     See: Chapter "Networks and collectives", "AllReduce".
     """
     return collective_time("all-reduce", nbytes, n, bytes_per_s, topology=topology,
-                           latency=latency, **torus)
+                           latency=latency, shape=shape,
+                           wraparound=wraparound)
 
 
-def all_to_all_time(nbytes, n, bytes_per_s, *, topology="ring", latency=0.0, **torus):
+def all_to_all_time(nbytes, n, bytes_per_s, *, topology="ring", latency=0.0, shape=None,
+                    wraparound=True):
     """AllToAll A[I_X, J] -> A[I, J_X]: every device sends nbytes / n^2 to every other.
 
     One-way ring: T = (n - 1) * latency + (n - 1) / (2 n) * nbytes / W (chunks travel d hops);
@@ -166,7 +173,8 @@ def all_to_all_time(nbytes, n, bytes_per_s, *, topology="ring", latency=0.0, **t
     See: Chapter "Networks and collectives", "AllToAll".
     """
     return collective_time("all-to-all", nbytes, n, bytes_per_s, topology=topology,
-                           latency=latency, **torus)
+                           latency=latency, shape=shape,
+                           wraparound=wraparound)
 
 
 def send_recv_time(nbytes, bytes_per_s, latency=0.0):
