@@ -152,11 +152,13 @@ QUESTIONS: dict[str, list[Question]] = {
            cases="[(8e9, 15e12), (70e9, 2e12), (1e6, 1e6)]", hint="6ND", topic="Ch 5"),
     ],
     "92_interview_mid": [
-        _q("92.1", "MFU", "The model below trains at tokens_per_s tokens/s on n chips (T = 4096). "
-           "What is its MFU (a fraction)?", "mfu",
-           "model=['llama3-8b', 'llama3-70b'], accelerator=['h100', 'a100-80gb'], n=(64, 1024), "
-           "tokens_per_s=(2e5, 2e6)",
-           "answer = tf.mfu(p.model, p.tokens_per_s, p.n, p.accelerator, 4096)", "",
+        _q("92.1", "MFU", "Llama 3 70B trains on n chips of the kind below at tokens_per_chip "
+           "tokens/s per chip (T = 4096). What is its MFU (a fraction)?", "mfu",
+           # per-chip rates chosen so every draw is a real run (MFU about 0.2-0.55), not one
+           # faster than the chip's peak
+           "model=['llama3-70b'], accelerator=['h100', 'h200'], n=(64, 1024), "
+           "tokens_per_chip=(500.0, 1150.0)",
+           "answer = tf.mfu(p.model, p.tokens_per_chip * p.n, p.n, p.accelerator, 4096)", "",
            hint="model FLOPs per token (6N plus attention) times tokens/s over n·C",
            worked="MFU = FLOPs per token · tokens/s / (n · dense peak).", topic="Ch 7"),
         _q("92.2", "Training days", "How many days does training n_params parameters on n_tokens "

@@ -113,8 +113,8 @@ def six_nd_reference(n_params, n_tokens):
 # ---- 92: mock interview, level 2 -------------------------------------------------------------
 
 def mfu(p):
-    """92.1: MFU of p.model training at p.tokens_per_s on p.n chips of p.accelerator, T = 4096."""
-    return transformer.mfu(p.model, p.tokens_per_s, p.n, p.accelerator, 4096)
+    """92.1: MFU of p.model at p.tokens_per_chip tokens/s per chip on p.n chips, T = 4096."""
+    return transformer.mfu(p.model, p.tokens_per_chip * p.n, p.n, p.accelerator, 4096)
 
 
 def train_days(p):
