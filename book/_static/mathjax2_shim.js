@@ -29,6 +29,16 @@
       .catch(function (err) { console.warn("MathJax could not typeset a widget label:", err); });
   }
 
+  // Widget labels write math between $...$ (or $$...$$), as in Jupyter; the book's MathJax 3 only
+  // knows \(...\) and \[...\] (a "$" in prose must stay a dollar). Plain-text labels, which is
+  // what the bundle writes (textContent), are rewritten to those delimiters before typesetting.
+  function texDelimiters(el) {
+    if (!el || el.nodeType !== 1 || el.children.length) return;
+    var text = el.textContent;
+    var out = text.replace(/\$\$([^$]+)\$\$/g, "\\[$1\\]").replace(/\$([^$]+)\$/g, "\\($1\\)");
+    if (out !== text) el.textContent = out;
+  }
+
   function flush() {
     if (pending.length && ready(current)) {
       var elements = pending;
@@ -44,6 +54,7 @@
         if (typeof job === "function") {
           job();
         } else if (Array.isArray(job) && job[0] === "Typeset") {
+          texDelimiters(job[2]);
           typeset([job[2] || document.body]);
         }
       }
