@@ -149,8 +149,9 @@ def test_page(rel, server, browser_context):
         # Widgets: pages that embed widget views render their controls.
         n_views = html.count("application/vnd.jupyter.widget-view+json")
         if n_views:
-            page.wait_for_selector(".jupyter-widgets input, .jupyter-widgets select, "
-                                   ".jupyter-widgets button", timeout=15000)
+            # A control: a text box, dropdown, button, checkbox or a slider's handle.
+            page.wait_for_selector(".jupyter-widgets :is(input, select, button, textarea, "
+                                   ".noUi-handle)", timeout=15000)
             assert page.locator(".jupyter-widgets").count() >= 1
             assert page.evaluate(_WIDGET_LABEL_MATH), "a widget label's math was not typeset"
             page.evaluate(_WAIT_MATHJAX)
