@@ -1,5 +1,6 @@
 """The real Jupyter Book build: every notebook executed, warnings are errors."""
 
+import os
 import re
 import subprocess
 import sys
@@ -12,7 +13,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def html(tmp_path_factory):
-    out = tmp_path_factory.mktemp("book")
+    # BOOK_OUTPUT_DIR: build where `make book` would (.ci/run sets it to the repository, so the
+    # browser test afterwards reuses this build instead of building the book a second time).
+    out = Path(os.environ["BOOK_OUTPUT_DIR"]) if os.environ.get("BOOK_OUTPUT_DIR") else \
+        tmp_path_factory.mktemp("book")
     jb = Path(sys.executable).with_name("jupyter-book")
     proc = subprocess.run([str(jb), "build", str(ROOT), "--toc", str(ROOT / "book" / "_toc.yml"),
                            "--path-output", str(out), "-W", "--keep-going"],

@@ -26,7 +26,7 @@ XLA:CPU rewrites to know about when comparing with a cost model (measured on jax
 See: Chapter "Networks and collectives", "Running collectives for real".
 """
 
-from .devices import make_mesh, notation, shard, show_sharding, use_cpu_devices
+from .devices import make_mesh, notation, shard, show_sharding, use_cpu_devices, use_devices
 from .hlo import (
     COLLECTIVE_OPCODES,
     CPU_PROMOTED,
@@ -48,4 +48,4 @@ __all__ = ["COLLECTIVE_OPCODES", "CPU_PROMOTED", "HLO_TYPE_BYTES", "Collective",
            "collectives_in", "compiled_text", "cpu_collective_dtype", "emitted_totals",
            "full_array_bytes", "hlo_shape_bytes",
            "hlo_type", "make_mesh", "notation", "parse_hlo_collectives", "parse_replica_groups",
-           "shard", "show_sharding", "train_step", "use_cpu_devices"]
+           "shard", "show_sharding", "train_step", "use_cpu_devices", "use_devices"]

@@ -51,6 +51,33 @@ def use_cpu_devices(n: int):
     return devices
 
 
+def use_devices(n: int, *, verbose: bool = True):
+    """``n`` devices for a multi-device example: real accelerators if the runtime has ``n``, else CPU.
+
+    Call it where a chapter would call :func:`use_cpu_devices`, before anything else uses JAX. It
+    asks for ``n`` simulated CPU devices first (the count is fixed when JAX starts), then looks at
+    the default backend: a GPU or TPU runtime with at least ``n`` devices (a Colab TPU v2-8 has 8)
+    gives its first ``n`` devices; anything else gives the ``n`` simulated CPU devices. Prints
+    which it chose and why (``verbose=False`` to stay quiet) and returns the list of devices: pass
+    it on, as in ``make_mesh((2, 4), ("X", "Y"), devices=devices)``.
+    """
+    cpu = use_cpu_devices(n)  # validates n; leaves accelerators alone
+    jax = _jax()
+    backend = jax.default_backend()
+    real = [d for d in jax.devices() if d.platform != "cpu"] if backend != "cpu" else []
+    if len(real) >= n:
+        chosen = real[:n]
+        message = f"Using {n} real {backend.upper()} device(s) ({real[0].device_kind})."
+    else:
+        chosen = cpu
+        why = ("this runtime has no GPU or TPU" if not real else
+               f"this runtime has {len(real)} {backend.upper()} device(s), fewer than {n}")
+        message = f"Using {n} simulated CPU devices: {why}."
+    if verbose:
+        print(message)
+    return chosen
+
+
 def make_mesh(shape, names, *, devices=None):
     """A device mesh of ``shape`` with axis ``names`` (e.g. ``(2, 4), ("X", "Y")``).
 

@@ -1,0 +1,200 @@
+"""The built book, opened page by page in headless Chromium as a reader sees it.
+
+Run with `make browser-test` (builds the book first if `_build/html` is missing). Not part of
+`make test`: pyproject's `norecursedirs` keeps this folder out of the default collection, because
+it needs a built book, Playwright (requirements.txt) and Debian's Chromium (`apt-get install
+chromium`; never `playwright install`, which downloads a browser). Environment:
+  SITE_HTML   the built site (default: _build/html)
+  SCREENSHOTS where each page's screenshot goes (default: _build/screenshots)
+  CHROMIUM    the browser binary (default: /usr/bin/chromium)
+
+Every page: no JavaScript error (console errors or uncaught exceptions), every <img> loaded, math
+typeset by MathJax 3, no request to any host but the loopback server (there is no documented
+exception: MathJax, the widget bundle and its fonts are served by the site), widget controls
+rendered where the page has widgets (and a widget label with math typesets through the MathJax 2
+shim), every image has alt text (except figures drawn by a widget from its saved state), headings never skip a level, figures on a white background in
+the dark theme. A full-page screenshot of each page is kept as a build artefact.
+"""
+
+import functools
+import http.server
+import os
+import re
+import tempfile
+import threading
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SITE = Path(os.environ.get("SITE_HTML", ROOT / "_build" / "html"))
+SHOTS = Path(os.environ.get("SCREENSHOTS", ROOT / "_build" / "screenshots"))
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+if not SITE.joinpath("index.html").exists():
+    pytest.skip(f"no built book at {SITE}: run `make book` (or `make browser-test`)",
+                allow_module_level=True)
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"no Chromium at {CHROMIUM}: `apt-get install chromium` (Debian)",
+                allow_module_level=True)
+
+PAGES = sorted(p.relative_to(SITE).as_posix() for p in SITE.rglob("*.html")
+               if not p.relative_to(SITE).parts[0].startswith("_"))
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def server():
+    handler = functools.partial(_QuietHandler, directory=str(SITE))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)  # port 0: a free port
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser_context():
+    with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile, \
+            playwright_api.sync_playwright() as pw:
+        ctx = pw.chromium.launch_persistent_context(
+            profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1280, "height": 900})
+        yield ctx
+        ctx.close()
+
+
+# Waits for MathJax 3's startup (initial typeset) and any typesetting queued after it.
+_WAIT_MATHJAX = """async () => {
+  for (let i = 0; i < 100 && !(window.MathJax && MathJax.startup && MathJax.startup.promise); i++)
+    await new Promise(r => setTimeout(r, 100));
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
+}"""
+
+# Every image: force eager loading, then wait until it has loaded or failed.
+_IMAGES = """async () => {
+  const imgs = Array.from(document.images);
+  await Promise.all(imgs.map(img => { img.loading = 'eager';
+    return img.complete ? null : new Promise(r => { img.onload = img.onerror = r;
+      setTimeout(r, 10000); }); }));
+  return imgs.map(img => ({src: (img.getAttribute('src') || '').slice(0, 80),
+                           alt: img.getAttribute('alt'), ok: img.complete && img.naturalWidth > 0,
+                           inWidget: img.closest('.jupyter-widgets') !== null}));
+}"""
+
+# What ipywidgets' embed bundle does for a label (MathJax 2 API), answered by our shim.
+_WIDGET_LABEL_MATH = """async () => {
+  const label = document.createElement('label');
+  label.className = 'widget-label browser-test-probe';
+  document.querySelector('.jupyter-widgets').appendChild(label);
+  label.textContent = 'bandwidth $\\\\beta$ in bytes/s';
+  if (window.MathJax !== undefined) MathJax.Hub.Queue(['Typeset', MathJax.Hub, label]);
+  for (let i = 0; i < 50 && !label.querySelector('mjx-container'); i++)
+    await new Promise(r => setTimeout(r, 100));
+  const ok = label.querySelector('mjx-container') !== null;
+  label.remove();
+  return ok;
+}"""
+
+_HEADINGS = """() => Array.from(document.querySelectorAll(
+    'main article h1, main article h2, main article h3, main article h4, main article h5, main article h6'))
+  .map(h => ({level: Number(h.tagName[1]), text: h.textContent.trim().slice(0, 60)}))"""
+
+_DARK_IMAGES = """() => {
+  document.documentElement.dataset.theme = 'dark';
+  document.documentElement.dataset.mode = 'dark';
+  return Array.from(document.querySelectorAll('.bd-content img')).map(img => {
+    const s = getComputedStyle(img);
+    return {src: img.getAttribute('src'), background: s.backgroundColor, filter: s.filter};
+  });
+}"""
+
+
+def _is_loopback(url, base):
+    parts = urlsplit(url)
+    return parts.scheme in ("data", "blob", "about") or url.startswith(base)
+
+
+@pytest.mark.parametrize("rel", PAGES)
+def test_page(rel, server, browser_context):
+    page = browser_context.new_page()
+    errors, outside = [], []
+    page.on("console", lambda m: errors.append(f"console.{m.type}: {m.text} ({m.location.get('url')})")
+            if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(f"uncaught: {e}"))
+
+    def route(r):  # nothing leaves the machine: record and refuse any request off the server
+        if _is_loopback(r.request.url, server):
+            r.continue_()
+        else:
+            outside.append(r.request.url)
+            r.abort()
+
+    page.route("**/*", route)
+    try:
+        page.goto(f"{server}/{rel}", wait_until="load")
+        page.wait_for_load_state("networkidle")
+        page.evaluate(_WAIT_MATHJAX)
+        html = page.content()
+        images = page.evaluate(_IMAGES)
+
+        # Widgets: pages that embed widget views render their controls.
+        n_views = html.count("application/vnd.jupyter.widget-view+json")
+        if n_views:
+            # A control: a text box, dropdown, button, checkbox or a slider's handle.
+            page.wait_for_selector(".jupyter-widgets :is(input, select, button, textarea, "
+                                   ".noUi-handle)", timeout=15000)
+            assert page.locator(".jupyter-widgets").count() >= 1
+            assert page.evaluate(_WIDGET_LABEL_MATH), "a widget label's math was not typeset"
+            page.evaluate(_WAIT_MATHJAX)
+
+        # Math: every math element Sphinx/MyST emitted is typeset, with no MathJax error.
+        n_math = page.locator("main .math").count()
+        if n_math:
+            typeset = page.locator("main .math mjx-container").count()
+            assert typeset >= n_math, f"{typeset} of {n_math} math elements typeset"
+        assert page.locator("mjx-merror").count() == 0, "MathJax reported a TeX error"
+
+        assert not [i for i in images if not i["ok"]], [i["src"] for i in images if not i["ok"]]
+        # Figures a widget draws from its saved state (a data: URL in an Output widget) cannot
+        # carry alt text from the notebook; every other image must.
+        no_alt = [i["src"] for i in images if not (i["alt"] or "").strip() and not i["inWidget"]]
+        assert not no_alt, f"images without alt text: {no_alt}"
+
+        headings = page.evaluate(_HEADINGS)
+        if headings:
+            assert headings[0]["level"] == 1, headings[:3]
+        for prev, cur in zip(headings, headings[1:]):
+            assert cur["level"] <= prev["level"] + 1, f"heading level skipped: {prev} -> {cur}"
+
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / (rel.replace("/", "__")[:-5] + ".png")), full_page=True)
+
+        # Dark theme: figures keep a white background and are not dimmed.
+        for img in page.evaluate(_DARK_IMAGES):
+            assert img["background"] == "rgb(255, 255, 255)", img
+            assert img["filter"] == "none", img
+
+        assert not outside, f"requests off the loopback server: {outside}"
+        assert not errors, "\n".join(errors)
+    finally:
+        page.close()
+
+
+@pytest.mark.xfail(reason="notebook figures have no alt text of their own yet: myst-nb uses the "
+                   "image path unless a cell sets metadata mystnb.image.alt", strict=False)
+def test_figures_have_descriptive_alt_text():
+    bad = []
+    for rel in PAGES:
+        for alt, src in re.findall(r'<img alt="([^"]*)" src="([^"]*)"', (SITE / rel).read_text()):
+            if alt == src or alt.endswith(".png"):
+                bad.append(f"{rel}: {src}")
+    assert not bad, f"{len(bad)} figures use their file name as alt text, e.g. {bad[:3]}"
