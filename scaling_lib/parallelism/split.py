@@ -41,7 +41,7 @@ def split_table(cfg, cluster, B, T, *, recompute=RECOMPUTE, sequence_parallel=Tr
     c = models.get(cfg)
     cluster = hardware.get_cluster(cluster)
     rule = f"recompute={_brief(recompute)} must list settings from {', '.join(RECOMPUTE)}"
-    if not isinstance(recompute, (list, tuple)) or not recompute \
+    if not isinstance(recompute, (list, tuple, set, frozenset)) or not recompute \
             or any(not isinstance(r, str) or r not in RECOMPUTE for r in recompute):
         raise ValueError(rule)
     n = cluster.n_devices
@@ -83,8 +83,9 @@ def best_split(cfg, cluster, B, T, **options) -> StepTime:
     unknown = sorted(set(options) - set(valid))
     if unknown:
         raise ValueError(f"unknown option(s) {unknown}; valid: {', '.join(valid)}")
+    cluster = hardware.get_cluster(cluster)
     rows = [s for s in split_table(cfg, cluster, B, T, **options) if s.fits]
     if not rows:
-        raise ValueError(f"no FSDP x TP split of {hardware.get_cluster(cluster).n_devices} devices fits B={B}, T={T}; "
+        raise ValueError(f"no FSDP x TP split of {cluster.n_devices} devices fits B={B}, T={T}; "
                          "add devices or recompute more")
     return rows[0]
