@@ -503,7 +503,7 @@ def offload_transfer_time(n_params, dp=1, *, pcie_bytes_per_s=None, recipe: str 
     from . import collectives
 
     n = check_positive("n_params", n_params)
-    nd = check_positive("dp", dp)
+    nd = check_count("dp", dp)  # a degree: whole (dp=1e308 gave inf/inf = NaN)
     w = collectives.pcie_bytes_per_s(5, 16) if pcie_bytes_per_s is None else \
         check_positive("pcie_bytes_per_s", pcie_bytes_per_s)
     p, g, _ = _recipe(recipe, optimizer)

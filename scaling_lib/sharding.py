@@ -26,12 +26,14 @@ See: Chapter "Sharded arrays and how to multiply them".
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import numpy as np
 
 from . import collectives
-from .units import check_positive, dtype_bytes, scalar_or_array as _out
+from .units import (_brief, check_choice, check_count, check_int, check_positive, dtype_bytes,
+                    scalar_or_array as _out)
 
 CASES = {1: "no communication", 2: "AllGather the multiplicand sharded on J",
          3: "partial sums, then AllReduce (or ReduceScatter)", 4: "AllGather one multiplicand"}
@@ -57,8 +59,37 @@ class ShardedMatmul(NamedTuple):
     flops_per_device: float
 
 
+def _check_matmul(m):
+    """``m`` unchanged if it is a ShardedMatmul (the result of :func:`sharded_matmul`)."""
+    if not isinstance(m, ShardedMatmul):
+        raise ValueError(f"m={_brief(m)} must be a ShardedMatmul: the result of "
+                         "sharded_matmul(I, J, K, a_spec, b_spec, mesh_shape)")
+    return m
+
+
+def _check_mesh(mesh_shape):
+    """``mesh_shape`` as a dict {axis name: size}; ValueError unless names are strings and
+    sizes whole numbers >= 1."""
+    if not isinstance(mesh_shape, Mapping):
+        raise ValueError(f"mesh_shape={_brief(mesh_shape)} must map mesh axis names to sizes, "
+                         "e.g. {'X': 8}")
+    for axis, size in mesh_shape.items():
+        if not isinstance(axis, str):
+            raise ValueError(f"mesh_shape={_brief(mesh_shape)}: axis names are strings, got "
+                             f"{axis!r}")
+        check_int(f"mesh_shape[{axis!r}]", size)
+    return mesh_shape
+
+
 def _entry(spec, i, what):
-    spec = tuple(spec)
+    rule = (f"{what}={_brief(spec)} must have one entry per dimension (2 of them), each None "
+            "or a mesh axis name")
+    if isinstance(spec, (str, bytes, Mapping, np.ndarray)):
+        raise ValueError(rule)
+    try:
+        spec = tuple(spec)
+    except TypeError:
+        raise ValueError(rule) from None
     if len(spec) != 2:
         raise ValueError(f"{what}={spec!r} must have one entry per dimension (2 of them), "
                          "each None or a mesh axis name")
@@ -121,9 +152,9 @@ def sharded_matmul(I, J, K, a_spec, b_spec, mesh_shape, *, dtype="bf16",
     4096.0
     """
     for name, v in (("I", I), ("J", J), ("K", K)):
-        check_positive(name, v)
-    if reduce not in REDUCTIONS:
-        raise ValueError(f"reduce={reduce!r}; valid choices: {', '.join(REDUCTIONS)}")
+        check_count(name, v)
+    check_choice("reduce", reduce, REDUCTIONS)
+    mesh_shape = _check_mesh(mesh_shape)
     case = matmul_case(a_spec, b_spec)
     (aI, aJ), (bJ, bK) = tuple(a_spec), tuple(b_spec)
     sI, sJ, sK = _size(aI, mesh_shape), _size(aJ or bJ, mesh_shape), _size(bK, mesh_shape)
@@ -165,6 +196,7 @@ def comm_time(m: ShardedMatmul, bytes_per_s, *, topology="ring", latency=0.0, sh
     >>> round(comm_time(m, 450e9, topology="switch") * 1e6, 1)   # AllReduce of 128 MiB, H100 node
     522.0
     """
+    _check_matmul(m)
     if m.kind is None or m.group_size == 1:
         return 0.0
     return collectives.collective_time(m.kind, m.nbytes, m.group_size, bytes_per_s,
@@ -174,6 +206,7 @@ def comm_time(m: ShardedMatmul, bytes_per_s, *, topology="ring", latency=0.0, sh
 
 def cluster_comm_time(m: ShardedMatmul, cluster) -> float:
     """Seconds of the collective of ``m`` on the first ``m.group_size`` devices of a cluster."""
+    _check_matmul(m)
     if m.kind is None or m.group_size == 1:
         return 0.0
     return float(collectives.hierarchical_time(m.kind, m.nbytes, cluster, m.group_size).total)
@@ -181,6 +214,7 @@ def cluster_comm_time(m: ShardedMatmul, cluster) -> float:
 
 def math_time(m: ShardedMatmul, flops_per_s):
     """Seconds of each device's local matmul at ``flops_per_s``: flops_per_device / C."""
+    _check_matmul(m)
     return _out(m.flops_per_device / check_positive("flops_per_s", flops_per_s))
 
 
@@ -213,8 +247,7 @@ def reduce_critical_dim(n, flops_per_s, bytes_per_s, *, dtype="bf16", topology="
     >>> round(reduce_critical_dim(8, 989.4e12, 450e9, topology="switch"))   # H100 node, bf16
     30781
     """
-    if reduce not in REDUCTIONS:
-        raise ValueError(f"reduce={reduce!r}; valid choices: {', '.join(REDUCTIONS)}")
+    check_choice("reduce", reduce, REDUCTIONS)
     _, b = collectives.cost_terms(reduce, n, topology=topology)
     C = check_positive("flops_per_s", flops_per_s)
     W = check_positive("bytes_per_s", bytes_per_s)
@@ -227,6 +260,8 @@ def overlapped_time(t_math, t_comm):
     The ideal of a collective matmul; without overlap it is T_math + T_comm
     (:func:`roofline.time_bounds` gives both).
     """
+    t_math = check_positive("t_math", t_math, allow_zero=True)
+    t_comm = check_positive("t_comm", t_comm, allow_zero=True)
     return _out(np.maximum(t_math, t_comm))
 
 
@@ -243,6 +278,8 @@ def collective_matmul_time(t_math, t_comm, n):
     >>> collective_matmul_time(8.0, 7.0, 8), collective_matmul_time(8.0, 14.0, 8)
     (8.0, 15.0)
     """
+    t_math = check_positive("t_math", t_math, allow_zero=True)
+    t_comm = check_positive("t_comm", t_comm, allow_zero=True)
     n = check_positive("n", n)
     if np.any(np.asarray(n) < 2):
         raise ValueError(f"n={n} must be >= 2 devices for a collective matmul")
@@ -252,6 +289,7 @@ def collective_matmul_time(t_math, t_comm, n):
 
 def predicted_collectives(m: ShardedMatmul) -> list[tuple]:
     """The collectives the compiled program should hold: [(kind, group_size, V)] (empty for 1)."""
+    _check_matmul(m)
     if m.kind is None or m.group_size == 1:
         return []
     return [(m.kind, m.group_size, m.nbytes)]
@@ -260,6 +298,8 @@ def predicted_collectives(m: ShardedMatmul) -> list[tuple]:
 def describe(m: ShardedMatmul, a_spec, b_spec) -> str:
     """One line in the book's notation, e.g. "A[I, J_X] . B[J_X, K] -> C[I, K]{U_X} -> ..."."""
     from .simulate import notation
+    _check_matmul(m)
+    matmul_case(a_spec, b_spec)  # checks both specs
     a = notation(a_spec, "IJ", "A")
     b = notation(b_spec, "JK", "B")
     c = notation(m.out_spec, "IK", "C")

@@ -32,13 +32,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from scaling_lib import (breakdown, collectives, hardware, inference, memory, models,
-                         parallelism, published, roofline, transformer, units)
+                         parallelism, published, roofline, sharding, transformer, units)
+from scaling_lib.parallelism import split as _split, steptime as _steptime, timeline as _timeline
 from scaling_lib.breakdown import Breakdown
 from scaling_lib.parallelism import ParallelPlan
 
 MODULES = (units, breakdown, hardware, roofline, collectives, models, transformer, memory,
            inference, parallelism, parallelism.data, parallelism.fsdp, parallelism.tensor,
-           published)
+           published, sharding, _steptime, _timeline, _split)
 
 # Public callables that are not fuzzed, and why.
 EXCLUDED = {
@@ -52,6 +53,9 @@ EXCLUDED = {
     "scaling_lib.collectives.traffic.CollectiveBytes",  # NamedTuples: result types
     "scaling_lib.collectives.multirail.RingTerms",
     "scaling_lib.published.TimeEstimate",  # a record of one paper's printed figures
+    # NamedTuple: the result type of sharding.sharded_matmul (its consumers are fuzzed with
+    # real results, see "m" below)
+    "scaling_lib.sharding.ShardedMatmul",
 }
 
 # Pass-throughs that may return NaN when given NaN (every other result must be NaN-free).
@@ -138,7 +142,8 @@ _BY_NAME = {
     "topology": st.sampled_from(list(hardware.TOPOLOGIES) + ["mesh"]),
     "collective": st.sampled_from(list(collectives.KINDS) + ["psum", "all_reduce", "bogus"]),
     "kind": st.sampled_from(list(collectives.KINDS) + ["gpu", "tpu"]),
-    "recompute": st.sampled_from(["none", "selective", "full", "half"]),
+    "recompute": st.sampled_from(["none", "selective", "full", "half", ("full",),
+                                  ("none", "full"), ("some",)]),  # tuples: split_table's
     "schedule": st.sampled_from(list(parallelism.SCHEDULES) + ["zb"]),
     "name": st.sampled_from(_NAMES),
     "run": st.sampled_from(_RUNS + [published.get(_RUNS[0])]),
@@ -156,6 +161,29 @@ _BY_NAME = {
     "bytes_per_s": st.sampled_from([50e9, 450e9]),
     "mfu": st.sampled_from([0.4, 0.55, 1.0]),
     "every": st.sampled_from([1, 2, 4]),
+    # sharding: specs of A[I, J] and B[J, K], a mesh, and plans sharded_matmul returns
+    "a_spec": st.sampled_from([("X", None), (None, "X"), (None, None), ("X", "X"), ("Z", None),
+                               ("X",)]),
+    "b_spec": st.sampled_from([("X", None), (None, "Y"), (None, "X"), (None, None), (3, None)]),
+    "mesh_shape": st.sampled_from([{"X": 8}, {"X": 4, "Y": 2}, {"X": 0}, {"X": 2.5}, {1: 2}]),
+    "m": st.sampled_from([sharding.sharded_matmul(64, 32, 16, *specs, {"X": 8, "Y": 2})
+                          for specs in ((("X", None), (None, "Y")), (("X", None), ("X", None)),
+                                        ((None, "X"), ("X", None)), (("X", None), (None, "X")))]),
+    **dict.fromkeys("IJK", st.sampled_from([8, 64, 4096, 2])),  # matmul dims (2: indivisible)
+    "reduce": st.sampled_from(list(sharding.REDUCTIONS) + ["psum"]),
+    "t_math": st.sampled_from([0.0, 1e-3, 8.0]),
+    "t_comm": st.sampled_from([0.0, 2e-3, 14.0]),
+    "flops_per_s": st.sampled_from([989e12, 197e12]),
+    # parallelism.steptime / timeline / split
+    "comm": st.sampled_from([parallelism.Comm("all-reduce", "dp", 8, 2e9),
+                             parallelism.Comm("all-gather", "dp", 4, 1e8, count=2),
+                             parallelism.Comm("all-reduce", "tp", 2, 1e6, phase="forward",
+                                              overlappable=False)]),
+    "efficiency": st.sampled_from([1.0, 0.5, 1.5]),
+    "tokens_per_device": st.sampled_from([2048, 8192]),
+    "bucket_bytes": st.sampled_from([25e6, 1e9]),
+    "n_layers": st.sampled_from([None, 1, 2, 4, 40]),
+    "sequence_parallel": st.sampled_from([True, False]),
 }
 _COUNT_NAMES = {"B", "T", "S", "n", "n_devices", "dp", "tp", "pp", "cp", "ep", "L", "D", "F",
                 "N", "K", "H", "V", "E", "k", "micro_batch", "virtual_stages", "n_microbatches",
@@ -291,8 +319,11 @@ def test_every_module_is_fuzzed():
     for mod in ("scaling_lib.units", "scaling_lib.roofline", "scaling_lib.transformer",
                 "scaling_lib.memory", "scaling_lib.inference", "scaling_lib.collectives",
                 "scaling_lib.models", "scaling_lib.published", "scaling_lib.hardware.clusters",
-                "scaling_lib.parallelism.plan"):
-        assert mod in modules, mod
+                "scaling_lib.parallelism.plan", "scaling_lib.sharding",
+                "scaling_lib.parallelism.steptime", "scaling_lib.parallelism.timeline",
+                "scaling_lib.parallelism.split"):
+        # a package (collectives, hardware) counts through any of its submodules
+        assert any(m == mod or m.startswith(mod + ".") for m in modules), mod
     assert len(CALLABLES) > 60
 
 

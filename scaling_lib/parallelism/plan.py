@@ -157,6 +157,17 @@ def pipeline_bubble_fraction(pp, n_microbatches, virtual_stages=1, schedule="1f1
     return _out((p - 1) / (v * m + p - 1))
 
 
+def check_plan(plan) -> ParallelPlan:
+    """``plan`` unchanged if it is a ParallelPlan, else a ValueError saying so.
+
+    >>> check_plan(ParallelPlan(dp=8)).dp
+    8
+    """
+    if not isinstance(plan, ParallelPlan):
+        raise ValueError(f"plan={_brief(plan)} must be a ParallelPlan")
+    return plan
+
+
 def check_step_args(plan, B, T, options=None) -> None:
     """Raise ValueError unless ``plan`` is a ParallelPlan and B (sequences) and T (tokens per
     sequence) are whole numbers >= 1: the arguments every strategy module's functions share.
@@ -169,8 +180,7 @@ def check_step_args(plan, B, T, options=None) -> None:
     ...
     ValueError: plan='dp=8' must be a ParallelPlan
     """
-    if not isinstance(plan, ParallelPlan):
-        raise ValueError(f"plan={_brief(plan)} must be a ParallelPlan")
+    check_plan(plan)
     check_count("B", B)
     check_count("T", T)
     if options is not None and not isinstance(options, Mapping):

@@ -16,10 +16,11 @@ See: the chapter "Tensor and sequence parallelism".
 
 from __future__ import annotations
 
-from .. import models
+from .. import hardware, models
+from ..units import _brief, check_count, check_fraction
 from .comms import constraints
 from .plan import RECOMPUTE, ParallelPlan
-from .steptime import StepTime, step_time
+from .steptime import StepTime, _one, step_time
 
 
 def split_table(cfg, cluster, B, T, *, recompute=RECOMPUTE, sequence_parallel=True,
@@ -38,14 +39,17 @@ def split_table(cfg, cluster, B, T, *, recompute=RECOMPUTE, sequence_parallel=Tr
     ([1, 2, 4, 8, 16], True)
     """
     c = models.get(cfg)
-    bad = [r for r in recompute if r not in RECOMPUTE]
-    if not recompute or bad:
-        raise ValueError(f"recompute={recompute!r} must list settings from "
-                         f"{', '.join(RECOMPUTE)}")
+    cluster = hardware.get_cluster(cluster)
+    rule = f"recompute={_brief(recompute)} must list settings from {', '.join(RECOMPUTE)}"
+    if not isinstance(recompute, (list, tuple, set, frozenset)) or not recompute \
+            or any(not isinstance(r, str) or r not in RECOMPUTE for r in recompute):
+        raise ValueError(rule)
     n = cluster.n_devices
-    if isinstance(B, bool) or int(B) != B or B < 1:
-        raise ValueError(f"B={B!r} sequences must be a positive integer")
-    B = int(B)
+    B = int(_one(check_count, "B", B))
+    T = int(_one(check_count, "T", T))
+    _one(check_fraction, "efficiency", efficiency)
+    if not isinstance(sequence_parallel, bool):
+        raise ValueError(f"sequence_parallel={_brief(sequence_parallel)} must be True or False")
     rows = []
     for tp in (2 ** k for k in range(n.bit_length())):
         dp = n // tp
@@ -75,6 +79,11 @@ def best_split(cfg, cluster, B, T, **options) -> StepTime:
     >>> best_split("llama3-8b", hardware.cluster("h100", 16), 16, 2048).plan.world_size
     16
     """
+    valid = ("recompute", "sequence_parallel", "dtype", "efficiency")
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise ValueError(f"unknown option(s) {unknown}; valid: {', '.join(valid)}")
+    cluster = hardware.get_cluster(cluster)
     rows = [s for s in split_table(cfg, cluster, B, T, **options) if s.fits]
     if not rows:
         raise ValueError(f"no FSDP x TP split of {cluster.n_devices} devices fits B={B}, T={T}; "

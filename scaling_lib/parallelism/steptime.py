@@ -31,11 +31,28 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from .. import hardware, models, transformer
 from ..collectives import hierarchical_time
 from .. import memory as _memory
+from ..units import _brief, check_count, check_fraction, check_positive
 from .comms import Comm, collectives
-from .plan import ParallelPlan
+from .plan import ParallelPlan, check_plan
+
+
+def _one(check, name, value, **kw) -> float:
+    """``check(name, value)`` for a single number (these models time one step, not a sweep)."""
+    if np.ndim(value) != 0:
+        raise ValueError(f"{name}={_brief(value)} must be one number, not an array or list")
+    return check(name, value, **kw)
+
+
+def _check_comm(comm) -> Comm:
+    if not isinstance(comm, Comm):
+        raise ValueError(f"comm={_brief(comm)} must be a parallelism.Comm (kind, axis, "
+                         "group_size, nbytes, ...)")
+    return comm
 
 
 def _stride(plan: ParallelPlan, comm: Comm) -> int:
@@ -58,6 +75,9 @@ def group_cluster(cluster, plan: ParallelPlan, comm: Comm):
     >>> g.devices_per_node  # one dp rank per node: tp fills the node
     1
     """
+    cluster = hardware.get_cluster(cluster)
+    check_plan(plan)
+    _check_comm(comm)
     g = int(comm.group_size)
     if cluster.topology.startswith("torus"):
         if g == cluster.n_devices and _stride(plan, comm) == 1:
@@ -86,9 +106,9 @@ def comm_time(comm: Comm, cluster, plan: ParallelPlan) -> dict:
     >>> sorted(t), round(t["inter-node"] * 1e3, 1)
     (['inter-node', 'intra-node'], 5.0)
     """
-    if not isinstance(comm, Comm):
-        raise ValueError(f"comm={comm!r} must be a parallelism.Comm (kind, axis, group_size, "
-                         "nbytes, ...)")
+    _check_comm(comm)
+    cluster = hardware.get_cluster(cluster)
+    check_plan(plan)
     if comm.group_size <= 1 or not comm.nbytes:
         return {}
     t = hierarchical_time(comm.kind, comm.nbytes, group_cluster(cluster, plan, comm))
@@ -108,9 +128,10 @@ def compute_times(cfg, plan: ParallelPlan, B, T, accelerator, *, efficiency=1.0,
     >>> round(ct["backward"] / ct["forward"], 6)
     2.0
     """
-    if not 0 < efficiency <= 1:
-        raise ValueError(f"efficiency={efficiency!r} is a fraction of peak FLOP/s; choose "
-                         "0 < efficiency <= 1")
+    _one(check_fraction, "efficiency", efficiency)
+    check_plan(plan)
+    _one(check_positive, "B", B)  # a float when a timeline derives it from tokens per device
+    _one(check_count, "T", T)
     acc = hardware.get(accelerator)
     share = plan.dp * plan.tp
     fwd = float(transformer.forward_flops(cfg, B, T, causal=True)) / share
@@ -193,6 +214,8 @@ def step_time(cfg, cluster, plan: ParallelPlan, B, T, *, dtype="bf16", efficienc
     (False, ['all-reduce'])
     """
     cfg = models.get(cfg)
+    cluster = hardware.get_cluster(cluster)
+    check_plan(plan)
     if plan.world_size > cluster.n_devices:
         raise ValueError(f"plan needs {plan.world_size} devices; the cluster has "
                          f"{cluster.n_devices}: choose degrees whose product is at most that")
@@ -244,6 +267,9 @@ def critical_tokens_per_device(cfg, cluster, plan: ParallelPlan, T, *, dtype="bf
     True
     """
     cfg = models.get(cfg)
+    cluster = hardware.get_cluster(cluster)
+    check_plan(plan)
+    _one(check_count, "T", T)
     p = plan.with_changes(micro_batch=1)
     st = step_time(cfg, cluster, p, p.dp, T, dtype=dtype, efficiency=efficiency,
                    flash_attention=flash_attention)

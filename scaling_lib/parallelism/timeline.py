@@ -11,15 +11,18 @@ See: the chapter "Data parallelism, ZeRO/FSDP and HSDP".
 from __future__ import annotations
 
 from .. import hardware, models, transformer
+from ..units import check_count, check_positive
 from .comms import Comm, element_bytes
 from .plan import ParallelPlan
-from .steptime import comm_time, compute_times
+from .steptime import _one, comm_time, compute_times
 
 
-def _check_sizes(dp, tokens_per_device, T):
-    for name, v in (("dp", dp), ("tokens_per_device", tokens_per_device), ("T", T)):
-        if isinstance(v, bool) or not v > 0:
-            raise ValueError(f"{name}={v!r} must be positive")
+def _check_sizes(cluster, dp, tokens_per_device, T):
+    """The cluster (a Cluster or a preset name), after checking dp, tokens and T."""
+    _one(check_count, "dp", dp)
+    _one(check_positive, "tokens_per_device", tokens_per_device)
+    _one(check_count, "T", T)
+    return hardware.get_cluster(cluster)
 
 
 def layer_params(cfg) -> float:
@@ -49,9 +52,8 @@ def ddp_timeline(cfg, cluster, dp, tokens_per_device, T, *, bucket_bytes=25e6, d
     (('compute', 'backward L31'), 'network')
     """
     cfg = models.get(cfg)
-    _check_sizes(dp, tokens_per_device, T)
-    if not bucket_bytes > 0:
-        raise ValueError(f"bucket_bytes={bucket_bytes!r} must be positive (DDP's default: 25e6)")
+    cluster = _check_sizes(cluster, dp, tokens_per_device, T)
+    _one(check_positive, "bucket_bytes", bucket_bytes)  # DDP's default: 25e6
     plan = ParallelPlan(dp=dp)
     B = tokens_per_device * dp / T
     bwd = compute_times(cfg, plan, B, T, cluster.accelerator, efficiency=efficiency,
@@ -90,8 +92,8 @@ def fsdp_timeline(cfg, cluster, dp, tokens_per_device, T, *, dtype="bf16", effic
     ['all-gather', 'compute', 'reduce-scatter']
     """
     cfg = models.get(cfg)
-    _check_sizes(dp, tokens_per_device, T)
-    L = cfg.L if n_layers is None else int(n_layers)
+    cluster = _check_sizes(cluster, dp, tokens_per_device, T)
+    L = cfg.L if n_layers is None else int(_one(check_count, "n_layers", n_layers))
     if not 1 <= L <= cfg.L:
         raise ValueError(f"n_layers={n_layers!r} must be between 1 and L={cfg.L}")
     plan = ParallelPlan(dp=dp, zero=3)
