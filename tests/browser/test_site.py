@@ -35,6 +35,9 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+if not os.access(CHROMIUM, os.X_OK):
+    pytest.skip(f"no Chromium at {CHROMIUM} (Debian: apt-get install chromium)",
+                allow_module_level=True)
 if not SITE.joinpath("index.html").exists():
     pytest.skip(f"no built book at {SITE}: run `make book` (or `make browser-test`)",
                 allow_module_level=True)
