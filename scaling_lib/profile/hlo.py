@@ -16,6 +16,9 @@ import re
 from dataclasses import dataclass
 
 from ..simulate import hlo_shape_bytes
+# one HLO grammar for the whole library: the instruction and computation-header patterns and the
+# call splitter that reads collectives also read every other instruction here
+from ..simulate.hlo import _HEADER, _INSTR, _split_call
 
 # Elementwise HLO opcodes XLA's cost model charges one FLOP per output element.
 ELEMENTWISE_OPCODES = frozenset({
@@ -46,20 +49,6 @@ class HloOp:
     flops: float
     nbytes: float
     fused: tuple = ()
-
-
-_HEADER = re.compile(r"^\s*(ENTRY\s+)?%?([\w.\-]+)\s*\(.*\)\s*->\s*.*\{\s*$")
-_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.+?)\s+([a-z][\w\-]*)\((.*)$")
-
-
-def _split_call(rest: str) -> tuple[str, str]:
-    depth = 1
-    for i, ch in enumerate(rest):
-        depth += ch == "("
-        depth -= ch == ")"
-        if depth == 0:
-            return rest[:i], rest[i + 1:]
-    return rest, ""
 
 
 def _dims(shape: str) -> list[int]:
