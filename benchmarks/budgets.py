@@ -1,8 +1,8 @@
 """Print the course's time budgets, measured (not asserted): run with `make bench`.
 
-Budgets (issue 2): `make test` <= 10 min and `make book` <= 5 min from cold on a 2-core machine;
-each chapter executes in <= 60 s (<= 90 s for the hardware chapters). Pass --cold to time the
-install too, in a throw-away clone.
+Budgets (issue 2): `make test` <= 10 min and `make book` <= 15 min from cold on a 2-core machine;
+each chapter executes in <= 60 s (<= 90 s for the hardware and parallelism chapters). Pass --cold
+to time the install too, in a throw-away clone.
 """
 
 from __future__ import annotations
