@@ -16,6 +16,7 @@ from . import (
     parallelism,
     published,
     roofline,
+    serving,
     sharding,
     simulate,
     transformer,
@@ -25,5 +26,5 @@ from .breakdown import Breakdown
 
 __version__ = "0.1.0"
 __all__ = ["Breakdown", "breakdown", "collectives", "hardware", "inference", "memory", "models",
-           "parallelism", "published", "roofline", "sharding", "simulate", "transformer", "units",
+           "parallelism", "published", "roofline", "serving", "sharding", "simulate", "transformer", "units",
            "__version__"]

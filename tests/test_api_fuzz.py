@@ -32,14 +32,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from scaling_lib import (breakdown, collectives, hardware, inference, memory, models,
-                         parallelism, published, roofline, sharding, transformer, units)
+                         parallelism, published, roofline, serving, sharding, transformer, units)
 from scaling_lib.parallelism import split as _split, steptime as _steptime, timeline as _timeline
 from scaling_lib.breakdown import Breakdown
 from scaling_lib.parallelism import ParallelPlan
 
 MODULES = (units, breakdown, hardware, roofline, collectives, models, transformer, memory,
            inference, parallelism, parallelism.data, parallelism.fsdp, parallelism.tensor,
-           published, sharding, _steptime, _timeline, _split)
+           published, sharding, _steptime, _timeline, _split, serving)
 
 # Public callables that are not fuzzed, and why.
 EXCLUDED = {
@@ -184,11 +184,20 @@ _BY_NAME = {
     "bucket_bytes": st.sampled_from([25e6, 1e9]),
     "n_layers": st.sampled_from([None, 1, 2, 4, 40]),
     "sequence_parallel": st.sampled_from([True, False]),
+    # serving
+    "prefill_mfu": st.sampled_from([0.4, 0.6, 1.0]),
+    "price_per_device_hour": st.sampled_from([None, 2.0, 10.0]),
+    "alpha": st.sampled_from([0.0, 0.5, 0.8, 1.0, np.array([0.6, 0.9])]),
+    "gamma": st.sampled_from([0, 1, 4, 8]),
+    "draft_cost": st.sampled_from([0.0, 0.05, 0.5]),
+    "prefill_time": st.sampled_from([1e-3, 0.1, 2.0]),
+    "decode_step_time": st.sampled_from([5e-3, 0.02]),
+    "kv_bytes": st.sampled_from([0.0, 1e9, 1e12]),
 }
 _COUNT_NAMES = {"B", "T", "S", "n", "n_devices", "dp", "tp", "pp", "cp", "ep", "L", "D", "F",
                 "N", "K", "H", "V", "E", "k", "micro_batch", "virtual_stages", "n_microbatches",
                 "global_batch", "batch", "ndim", "n_tiles", "n_units", "dim", "multiple", "gen",
-                "lanes", "zero", "digits"}
+                "lanes", "zero", "digits", "prompt_len", "gen_len"}
 COUNT = st.sampled_from([1, 2, 4, 8, 16, 64, 128, 2048, 4096])
 
 
@@ -321,7 +330,7 @@ def test_every_module_is_fuzzed():
                 "scaling_lib.models", "scaling_lib.published", "scaling_lib.hardware.clusters",
                 "scaling_lib.parallelism.plan", "scaling_lib.sharding",
                 "scaling_lib.parallelism.steptime", "scaling_lib.parallelism.timeline",
-                "scaling_lib.parallelism.split"):
+                "scaling_lib.parallelism.split", "scaling_lib.serving"):
         # a package (collectives, hardware) counts through any of its submodules
         assert any(m == mod or m.startswith(mod + ".") for m in modules), mod
     assert len(CALLABLES) > 60

@@ -1,0 +1,261 @@
+"""Serving at scale: latency, throughput, memory and cost of a model sharded over n devices.
+
+A served request has two phases with different rooflines (Chapter 8). Prefill runs the P prompt
+tokens of each of the B sequences in one forward pass: B·P tokens share each weight read, so it
+is compute-bound for any real prompt. Decode then makes one token per sequence per step: every
+weight and every cached key and value is read once per step, so it is memory-bound until B is in
+the hundreds. Here the model is tensor-parallel over all n devices (weights and KV cache split
+evenly, 2·L all-reduces per forward pass), and:
+
+    TTFT  = max(F_prefill / (n·C·MFU), W_bytes / (n·W_hbm)) + T_comm(B·P tokens)
+    TPOT  = max(F_step / (n·C), bytes_step / (n·W_hbm)) + T_comm(B tokens)     (at S = P + G/2)
+    tokens/s = B·G / (TTFT + G·TPOT)                                           (output tokens)
+    $/1M tokens = price · n / (3600 · tokens/s) · 1e6
+
+with C the peak FLOP/s, W_hbm the HBM bandwidth and G the generated tokens per sequence. The
+all-reduces run over the accelerator's scale-up domain (NVLink inside an 8-GPU node, ICI inside
+a TPU pod); a tensor-parallel group wider than that crosses the scale-out network on every
+all-reduce, which the estimate models by costing the all-reduces on the inter-node link. Decode
+becomes communication-bound once T_comm exceeds the roofline time: at batch 1 the all-reduces
+are latency-bound (2(n-1) hops each), so adding devices past that point makes TPOT worse.
+
+Built on :mod:`scaling_lib.inference` (decode step, bytes, FLOPs, tensor-parallel all-reduces)
+and :func:`scaling_lib.transformer.kv_cache_bytes`; what it leaves out: batching of requests
+that arrive at different times (continuous batching), paged-attention fragmentation, kernel
+launch overheads, sampling, and the memory a framework reserves for itself.
+
+See: Chapter "Serving at scale".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import hardware, inference, models, roofline, transformer
+from .breakdown import Breakdown
+from .units import (_brief, check_count, check_fraction, check_int, check_positive, dtype_bytes,
+                    scalar_or_array as _out)
+
+__all__ = ["ServeEstimate", "estimate", "min_devices", "prefill_decode_ratio",
+           "speculative_speedup", "comm_link"]
+
+
+@dataclass(frozen=True)
+class ServeEstimate:
+    """What :func:`estimate` returns (SI units; arrays where ``batch`` was an array).
+
+    ttft: seconds to the first token (prefill of the batch's prompts); tpot: seconds per output
+    token of one sequence (one decode step); tokens_per_s: output tokens/s of the system over a
+    request's life (prefill included); decode_tokens_per_s: B / TPOT, the steady decode rate;
+    memory: bytes per device (weights, kv cache, activations); fits: memory.total <= HBM;
+    cost_per_million_tokens: dollars per million output tokens, None without a price;
+    prefill_bound / decode_bound: "compute", "memory" or "communication", the largest term.
+    """
+
+    ttft: float
+    tpot: float
+    tokens_per_s: float
+    tokens_per_s_per_device: float
+    decode_tokens_per_s: float
+    memory: Breakdown
+    fits: bool
+    cost_per_million_tokens: float | None
+    prefill_bound: str
+    decode_bound: str
+    n_devices: int
+    scale_up_domain: int
+
+
+def comm_link(accelerator, n_devices):
+    """The link the tensor-parallel all-reduces of ``n_devices`` run on, and the scale-up size.
+
+    Returns (link, devices_per_node): ``None`` (the default intra-node link that
+    :func:`scaling_lib.inference.tp_decode_comm_time` picks: NVLink through a switch, or the ICI
+    torus) when n fits in one scale-up domain, else the scale-out link (InfiniBand, DCN), which
+    every all-reduce of a group that spans domains must cross.
+
+    >>> comm_link("h100", 8)[0] is None, comm_link("h100", 16)[0].name, comm_link("h100", 1)[1]
+    (True, 'InfiniBand NDR', 8)
+    """
+    acc = hardware.get(accelerator)
+    n = check_int("n_devices", n_devices, maximum=2**24)
+    per_node = _domain(acc)
+    cl = hardware.cluster(acc, max(n, 1))
+    return (None if n <= per_node else cl.inter_node), per_node
+
+
+def _domain(acc) -> int:
+    """Devices in one scale-up domain: a full node of a large cluster."""
+    return hardware.cluster(acc, 2**16).devices_per_node
+
+
+def _bound(t_math, t_mem, t_comm):
+    names = np.array(["compute", "memory", "communication"])
+    which = np.argmax(np.stack(np.broadcast_arrays(t_math, t_mem, t_comm)), axis=0)
+    out = names[which]
+    return str(out) if out.ndim == 0 else out
+
+
+def estimate(cfg, accelerator, n_devices, *, batch, prompt_len, gen_len, dtype="bf16",
+             kv_dtype=None, prefill_mfu=0.4, price_per_device_hour=None) -> ServeEstimate:
+    """Latency, throughput, memory and cost of serving ``cfg`` tensor-parallel over n devices.
+
+    Static batching: ``batch`` sequences of ``prompt_len`` prompt tokens are prefilled together,
+    then decode ``gen_len`` tokens each. TTFT = max(F_prefill/(n·C·MFU), W_bytes/(n·W_hbm)) +
+    2L all-reduces of B·P·D·a bytes; TPOT = :func:`scaling_lib.inference.decode_step_time` at
+    the mean context S = P + G/2 with tp = n; tokens/s = B·G/(TTFT + G·TPOT); cost =
+    price·n/(3600·tokens/s)·1e6 dollars per million output tokens. Memory per device: weights
+    (all parameters)/n, the KV cache of B sequences of P + G tokens / n, and a rough activation
+    working set of one prefill layer, B·P·(2D + 2F/n)·a. Broadcasts over an array of ``batch``.
+
+    Args: cfg (preset name or TransformerConfig), accelerator (name or Accelerator),
+    n_devices (int), batch, prompt_len, gen_len (counts), dtype / kv_dtype (weights / cache),
+    prefill_mfu (fraction of peak the prefill reaches), price_per_device_hour (dollars).
+
+    >>> e = estimate("llama3-70b", "h100", 8, batch=1, prompt_len=1024, gen_len=256)
+    >>> round(e.tpot * 1e3, 1), round(e.ttft * 1e3, 1), e.decode_bound, e.prefill_bound, e.fits
+    (9.7, 60.3, 'memory', 'compute', True)
+    >>> e = estimate("llama3-70b", "h100", 8, batch=64, prompt_len=1024, gen_len=256,
+    ...              price_per_device_hour=2.0)
+    >>> round(e.tokens_per_s), round(e.cost_per_million_tokens, 2)
+    (2540, 1.75)
+
+    See: Chapter "Serving at scale", "The two phases and their metrics".
+    """
+    c = models.get(cfg)
+    acc = hardware.get(accelerator)
+    n = check_int("n_devices", n_devices, maximum=2**24)
+    B = check_count("batch", batch)
+    P = check_count("prompt_len", prompt_len)
+    G = check_count("gen_len", gen_len)
+    if np.ndim(P) or np.ndim(G):
+        raise ValueError(f"prompt_len={_brief(prompt_len)} and gen_len={_brief(gen_len)} must be "
+                         "single numbers (only batch may be an array)")
+    mfu = check_fraction("prefill_mfu", prefill_mfu)
+    if price_per_device_hour is not None:
+        price_per_device_hour = check_positive("price_per_device_hour", price_per_device_hour)
+    kv_dtype = kv_dtype or dtype
+    peak = acc.peak_flops_per_s(dtype)
+    w = dtype_bytes(dtype)
+    link, per_node = comm_link(acc, n)
+
+    def comm(tokens):
+        return inference.tp_decode_comm_time(c, tokens, n, link, accelerator=acc, dtype=dtype)
+
+    # prefill: the B·P prompt tokens in one causal forward pass
+    t_pre_math = roofline.t_math(transformer.forward_flops(c, B, P, causal=True),
+                                 n * peak * mfu)
+    t_pre_mem = roofline.t_comms(inference.weight_bytes_read(c, dtype) +
+                                 transformer.kv_cache_bytes(c, B, P, kv_dtype),
+                                 n * acc.hbm_bytes_per_s)
+    t_pre_comm = comm(B * P)
+    ttft = roofline.time_bounds(t_pre_math, t_pre_mem)[0] + t_pre_comm
+
+    # decode: one step at the mean context length
+    S = P + G / 2
+    t_dec_math = roofline.t_math(inference.decode_flops(c, B, S).total, n * peak)
+    t_dec_mem = roofline.t_comms(inference.decode_bytes(c, B, S, dtype, kv_dtype).total,
+                                 n * acc.hbm_bytes_per_s)
+    t_dec_comm = comm(B)
+    tpot = inference.decode_step_time(c, B, S, acc, n, dtype, kv_dtype, tp=n, link=link)
+
+    tokens_per_s = B * G / (ttft + G * tpot)
+    mem = Breakdown({
+        "weights": transformer.n_params(c) * w / n,
+        "kv cache": transformer.kv_cache_bytes(c, B, P + G, kv_dtype) / n,
+        "activations": _out(B * P * (2 * c.D + 2 * c.F / n) * w),
+    }, unit="bytes")
+    fits = np.asarray(mem.total) <= acc.hbm_bytes
+    cost = None
+    if price_per_device_hour is not None:
+        cost = _out(price_per_device_hour * n / (3600 * tokens_per_s) * 1e6)
+    return ServeEstimate(
+        ttft=_out(ttft), tpot=_out(tpot), tokens_per_s=_out(tokens_per_s),
+        tokens_per_s_per_device=_out(tokens_per_s / n), decode_tokens_per_s=_out(B / tpot),
+        memory=mem, fits=bool(fits) if fits.ndim == 0 else fits,
+        cost_per_million_tokens=cost,
+        prefill_bound=_bound(t_pre_math, t_pre_mem, t_pre_comm),
+        decode_bound=_bound(t_dec_math, t_dec_mem, t_dec_comm),
+        n_devices=n, scale_up_domain=per_node)
+
+
+def min_devices(cfg, accelerator, *, dtype="bf16", kv_bytes=0.0) -> int:
+    """Fewest devices whose HBM holds the weights plus ``kv_bytes``: ⌈(n_params·w + kv)/HBM⌉.
+
+    Every parameter counts (the embedding table too: it must be resident). A real deployment
+    rounds up further, to a tensor-parallel degree that divides the heads (1, 2, 4, 8), and
+    keeps room for activations and the framework; this is the floor.
+
+    >>> min_devices("llama3-70b", "h100"), min_devices("llama3-70b", "h100", dtype="fp8")
+    (2, 1)
+    >>> min_devices("llama3-405b", "h100")  # 811 GB of bf16 weights: more than one node
+    11
+
+    See: Chapter "Serving at scale", "How many chips".
+    """
+    c = models.get(cfg)
+    acc = hardware.get(accelerator)
+    kv = check_positive("kv_bytes", kv_bytes, allow_zero=True)
+    if np.ndim(kv):
+        raise ValueError(f"kv_bytes={_brief(kv_bytes)} must be a single number")
+    if not acc.hbm_bytes:
+        raise ValueError(f"accelerator {acc.name!r} has no HBM size on record; choose one of "
+                         f"{', '.join(hardware.names())}")
+    need = transformer.n_params(c) * dtype_bytes(dtype) + kv
+    n = math.ceil(need / acc.hbm_bytes)
+    if n > 2**24:
+        raise ValueError(f"kv_bytes={kv:g} needs {n:g} devices: more than 2**24; choose a "
+                         "smaller cache")
+    return max(n, 1)
+
+
+def prefill_decode_ratio(prefill_time, decode_step_time, batch, gen_len):
+    """Prefill servers per decode server so that neither waits (disaggregated serving).
+
+    A decode server with ``batch`` slots finishes a sequence every gen_len·decode_step_time /
+    batch seconds on average; a prefill server prepares one every ``prefill_time`` seconds (the
+    prefill of one prompt). Balance: ratio = batch · prefill_time / (gen_len · decode_step_time).
+    Broadcasts over arrays.
+
+    >>> prefill_decode_ratio(0.1, 0.02, 64, 500)  # 64 x 0.1 s of prefill per 10 s of decode
+    0.64
+
+    See: Chapter "Serving at scale", "Disaggregated prefill and decode".
+    """
+    tp = check_positive("prefill_time", prefill_time)
+    td = check_positive("decode_step_time", decode_step_time)
+    B = check_positive("batch", batch)
+    G = check_count("gen_len", gen_len)
+    return _out(B * tp / (G * td))
+
+
+def speculative_speedup(alpha, gamma, draft_cost=0.0):
+    """Expected speed-up of speculative decoding over plain decoding.
+
+    Each round the draft model proposes γ tokens and the target checks them in one step; with
+    each token accepted independently with probability α, the expected tokens per round are
+    (1 - α^(γ+1)) / (1 - α) (γ + 1 at α = 1), Leviathan, Kalman & Matias, "Fast Inference from
+    Transformers via Speculative Decoding", ICML 2023, eq. (1). A round costs one target step
+    plus γ draft steps of ``draft_cost`` target steps each, so
+
+        speed-up = (1 - α^(γ+1)) / ((1 - α)(1 + γ·c)).
+
+    It pays (> 1) only when the draft is cheap and agrees often. Broadcasts over arrays.
+
+    >>> round(speculative_speedup(0.8, 4, 0.05), 3)
+    2.801
+    >>> speculative_speedup(0.0, 4, 0.05)  # nothing accepted: the draft is pure overhead
+    0.8333333333333334
+
+    See: Chapter "Serving at scale", "Speculative decoding".
+    """
+    a = np.asarray(check_fraction("alpha", alpha, allow_zero=True))
+    g = check_count("gamma", gamma, minimum=0)
+    cost = check_positive("draft_cost", draft_cost, allow_zero=True)
+    one = np.isclose(a, 1.0)
+    safe = np.where(one, 0.5, a)
+    tokens = np.where(one, g + 1.0, (1 - safe ** (g + 1)) / (1 - safe))
+    return _out(tokens / (1 + g * cost))

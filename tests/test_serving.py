@@ -1,0 +1,175 @@
+"""scaling_lib.serving: closed forms, limits and the composition of the inference functions."""
+
+import math
+
+import numpy as np
+import pytest
+
+from scaling_lib import hardware, inference, models, serving, transformer
+from scaling_lib.units import dtype_bytes
+
+ARGS = dict(batch=1, prompt_len=1024, gen_len=256)
+
+
+# ---- speculative decoding (Leviathan et al. 2023, eq. 1) -------------------------------------------
+@pytest.mark.parametrize("gamma, c", [(1, 0.0), (4, 0.05), (8, 0.2)])
+def test_speculative_alpha_zero_is_pure_overhead(gamma, c):
+    assert speculative(0.0, gamma, c) == pytest.approx(1 / (1 + gamma * c))
+
+
+def speculative(*a):
+    return serving.speculative_speedup(*a)
+
+
+@pytest.mark.parametrize("gamma, c", [(1, 0.0), (4, 0.05), (8, 0.2)])
+def test_speculative_alpha_one_limit(gamma, c):
+    limit = (gamma + 1) / (1 + gamma * c)
+    assert speculative(1.0, gamma, c) == pytest.approx(limit)
+    assert speculative(1 - 1e-9, gamma, c) == pytest.approx(limit, rel=1e-6)
+
+
+def test_speculative_closed_form_and_broadcast():
+    a = np.array([0.5, 0.7, 0.9])
+    got = serving.speculative_speedup(a, 3, 0.1)
+    want = (1 - a ** 4) / (1 - a) / 1.3
+    np.testing.assert_allclose(got, want)
+    # gamma = 0 is plain decoding
+    assert serving.speculative_speedup(0.8, 0) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("bad", [dict(alpha=1.5), dict(alpha=-0.1), dict(gamma=2.5),
+                                 dict(draft_cost=-1)])
+def test_speculative_rejects_bad_input(bad):
+    kw = dict(alpha=0.8, gamma=4, draft_cost=0.05) | bad
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        serving.speculative_speedup(**kw)
+
+
+# ---- min_devices ------------------------------------------------------------------------------
+def test_min_devices_llama3_70b_h100_computed():
+    weights = transformer.n_params("llama3-70b") * dtype_bytes("bf16")
+    hbm = hardware.get("h100").hbm_bytes
+    assert 1 < weights / hbm <= 2  # 141 GB of weights, 80 GB per H100
+    assert serving.min_devices("llama3-70b", "h100") == math.ceil(weights / hbm) == 2
+    h200 = hardware.get("h200").hbm_bytes  # 141 GB: the bf16 weights overflow it, barely
+    assert serving.min_devices("llama3-70b", "h200") == (1 if weights <= h200 else 2)
+    assert serving.min_devices("llama3-70b", "h100", kv_bytes=hbm) == 3
+
+
+def test_min_devices_rejects_bad_input():
+    with pytest.raises(ValueError, match="kv_bytes"):
+        serving.min_devices("llama3-70b", "h100", kv_bytes=-1)
+    with pytest.raises(ValueError, match="valid choices|unknown"):
+        serving.min_devices("llama3-70b", "h1000")
+
+
+# ---- prefill:decode ratio ---------------------------------------------------------------------
+def test_prefill_decode_ratio_balances_rates():
+    r = serving.prefill_decode_ratio(0.2, 0.01, 32, 400)
+    # decode finishes 32 sequences per 400 x 0.01 s; prefill servers must start as many
+    assert r * (1 / 0.2) == pytest.approx(32 / (400 * 0.01))
+    np.testing.assert_allclose(serving.prefill_decode_ratio(0.2, 0.01, np.array([32, 64]), 400),
+                               [r, 2 * r])
+
+
+# ---- estimate ---------------------------------------------------------------------------------
+def test_batch1_decode_is_memory_bound_weight_read_plus_all_reduces():
+    acc = hardware.get("h100")
+    for n in (2, 4, 8):
+        e = serving.estimate("llama3-70b", "h100", n, **ARGS)
+        assert e.decode_bound == "memory"
+        S = 1024 + 128
+        weights = inference.weight_bytes_read("llama3-70b")
+        kv = transformer.kv_cache_bytes("llama3-70b", 1, S)
+        comm = inference.tp_decode_comm_time("llama3-70b", 1, n)
+        assert e.tpot == pytest.approx((weights + kv) / (n * acc.hbm_bytes_per_s) + comm)
+        # the weights dominate: within 3% of weights / (n W_hbm) + all-reduces
+        assert e.tpot == pytest.approx(weights / (n * acc.hbm_bytes_per_s) + comm, rel=0.03)
+
+
+def test_ttft_linear_in_prompt_when_compute_bound():
+    cfg = models.get("llama3-70b")
+    t = [serving.estimate(cfg, "h100", 8, batch=8, prompt_len=P, gen_len=16) for P in
+         (512, 1024, 1536)]
+    assert {e.prefill_bound for e in t} == {"compute"}
+    # equal steps in P give equal steps in TTFT (attention's quadratic term adds a few percent)
+    step1, step2 = t[1].ttft - t[0].ttft, t[2].ttft - t[1].ttft
+    assert step2 == pytest.approx(step1, rel=0.05) and step2 > step1
+    assert 1.9 < t[1].ttft / t[0].ttft < 2.1
+    long = t[1]
+    no_attn = transformer.forward_flops(cfg, 8, 1024, include_attention=False)
+    peak = hardware.get("h100").peak_flops_per_s("bf16")
+    assert long.ttft > no_attn / (8 * peak * 0.4)
+
+
+def test_cost_per_million_tokens_formula():
+    e = serving.estimate("llama3-70b", "h100", 8, batch=32, prompt_len=512, gen_len=512,
+                         price_per_device_hour=2.5)
+    assert e.cost_per_million_tokens == pytest.approx(2.5 * 8 / (3600 * e.tokens_per_s) * 1e6)
+    assert serving.estimate("llama3-70b", "h100", 8, **ARGS).cost_per_million_tokens is None
+    assert e.tokens_per_s == pytest.approx(32 * 512 / (e.ttft + 512 * e.tpot))
+    assert e.tokens_per_s_per_device == pytest.approx(e.tokens_per_s / 8)
+
+
+def test_fits_false_when_kv_cache_overflows():
+    small = serving.estimate("llama3-70b", "h100", 8, batch=8, prompt_len=8192, gen_len=1024)
+    big = serving.estimate("llama3-70b", "h100", 8, batch=512, prompt_len=8192, gen_len=1024)
+    assert small.fits and not big.fits
+    assert big.memory["kv cache"] > hardware.get("h100").hbm_bytes - big.memory["weights"]
+    assert not serving.estimate("llama3-70b", "h100", 1, **ARGS).fits  # weights alone: 141 GB
+
+
+def test_memory_breakdown_per_device():
+    e = serving.estimate("llama3-8b", "h100", 2, batch=4, prompt_len=1000, gen_len=24)
+    assert e.memory["weights"] == pytest.approx(transformer.n_params("llama3-8b") * 2 / 2)
+    assert e.memory["kv cache"] == pytest.approx(
+        transformer.kv_cache_bytes("llama3-8b", 4, 1024) / 2)
+    assert set(e.memory) == {"weights", "kv cache", "activations"}
+
+
+def test_broadcasts_over_batch():
+    B = np.array([1, 16, 256, 4096])
+    e = serving.estimate("llama3-70b", "h100", 8, batch=B, prompt_len=2048, gen_len=512)
+    assert e.tpot.shape == B.shape and e.fits.shape == B.shape
+    for i, b in enumerate(B):
+        one = serving.estimate("llama3-70b", "h100", 8, batch=int(b), prompt_len=2048,
+                               gen_len=512)
+        assert e.tpot[i] == pytest.approx(one.tpot) and e.fits[i] == one.fits
+        assert e.decode_bound[i] == one.decode_bound
+    assert np.all(np.diff(e.decode_tokens_per_s) > 0)  # batching raises throughput
+    assert list(e.fits) == [True, True, True, False]
+
+
+def test_beyond_scale_up_domain_is_communication_bound():
+    e8 = serving.estimate("llama3-70b", "h100", 8, **ARGS)
+    e16 = serving.estimate("llama3-70b", "h100", 16, **ARGS)
+    assert e8.scale_up_domain == 8
+    assert e16.decode_bound == "communication" and e16.tpot > e8.tpot
+    assert serving.comm_link("h100", 16)[0].name.startswith("InfiniBand")
+
+
+def test_scale_up_domain_of_nvl72_and_tpu_pod():
+    assert serving.comm_link("gb200", 64)[0] is None
+    assert serving.comm_link("tpu-v5e", 256)[0] is None
+    assert serving.comm_link("tpu-v5e", 512)[0].name == "DCN"
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(batch=0), "batch"), (dict(prompt_len=2.5), "prompt_len"), (dict(gen_len=-1), "gen_len"),
+    (dict(prefill_mfu=40), "prefill_mfu"), (dict(price_per_device_hour=-2), "price"),
+    (dict(dtype="fp7"), "fp7"), (dict(n_devices=0), "n_devices"), (dict(cfg="gpt-9"), "gpt-9"),
+    (dict(accelerator="h1000"), "h1000"), (dict(prompt_len=np.array([1, 2])), "single"),
+])
+def test_estimate_rejects_bad_input(bad, match):
+    kw = dict(cfg="llama3-8b", accelerator="h100", n_devices=1, batch=1, prompt_len=128,
+              gen_len=16) | bad
+    with pytest.raises(ValueError, match=match):
+        serving.estimate(**kw)
+
+
+def test_fp8_weights_halve_the_batch1_step():
+    bf16 = serving.estimate("llama3-70b", "h100", 4, **ARGS)
+    fp8 = serving.estimate("llama3-70b", "h100", 4, dtype="fp8", **ARGS)
+    comm16 = inference.tp_decode_comm_time("llama3-70b", 1, 4)
+    comm8 = inference.tp_decode_comm_time("llama3-70b", 1, 4, dtype="fp8")
+    assert (fp8.tpot - comm8) == pytest.approx((bf16.tpot - comm16) / 2, rel=0.02)
