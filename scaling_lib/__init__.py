@@ -17,6 +17,7 @@ from . import (
     published,
     roofline,
     serving,
+    serving_sim,
     sharding,
     simulate,
     transformer,
@@ -26,5 +27,5 @@ from .breakdown import Breakdown
 
 __version__ = "0.1.0"
 __all__ = ["Breakdown", "breakdown", "collectives", "hardware", "inference", "memory", "models",
-           "parallelism", "published", "roofline", "serving", "sharding", "simulate", "transformer", "units",
-           "__version__"]
+           "parallelism", "published", "roofline", "serving", "serving_sim", "sharding", "simulate",
+           "transformer", "units", "__version__"]

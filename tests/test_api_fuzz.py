@@ -32,14 +32,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from scaling_lib import (breakdown, collectives, hardware, inference, memory, models,
-                         parallelism, published, roofline, serving, sharding, transformer, units)
+                         parallelism, published, roofline, serving, serving_sim, sharding, transformer,
+                         units)
 from scaling_lib.parallelism import split as _split, steptime as _steptime, timeline as _timeline
 from scaling_lib.breakdown import Breakdown
 from scaling_lib.parallelism import ParallelPlan
 
 MODULES = (units, breakdown, hardware, roofline, collectives, models, transformer, memory,
            inference, parallelism, parallelism.data, parallelism.fsdp, parallelism.tensor,
-           published, sharding, _steptime, _timeline, _split, serving)
+           published, sharding, _steptime, _timeline, _split, serving, serving_sim)
 
 # Public callables that are not fuzzed, and why.
 EXCLUDED = {
@@ -193,6 +194,15 @@ _BY_NAME = {
     "prefill_time": st.sampled_from([1e-3, 0.1, 2.0]),
     "decode_step_time": st.sampled_from([5e-3, 0.02]),
     "kv_bytes": st.sampled_from([0.0, 1e9, 1e12]),
+    # serving_sim
+    "kv_budget_tokens": st.sampled_from([4096, 100_000, 10]),
+    "t0": st.sampled_from([0.0, 0.01]),
+    "t1": st.sampled_from([0.0, 1e-4]),
+    "rate": st.sampled_from([None, 0.5, 100.0]),
+    "arrival_times": st.sampled_from([None, [0.0], np.arange(10.0), [1.0, 0.0]]),
+    "n_requests": st.sampled_from([None, 1, 10, 200]),
+    "seed": st.sampled_from([0, 1]),
+    "context": st.sampled_from([1, 2048, 8192]),
 }
 _COUNT_NAMES = {"B", "T", "S", "n", "n_devices", "dp", "tp", "pp", "cp", "ep", "L", "D", "F",
                 "N", "K", "H", "V", "E", "k", "micro_batch", "virtual_stages", "n_microbatches",
@@ -330,7 +340,8 @@ def test_every_module_is_fuzzed():
                 "scaling_lib.models", "scaling_lib.published", "scaling_lib.hardware.clusters",
                 "scaling_lib.parallelism.plan", "scaling_lib.sharding",
                 "scaling_lib.parallelism.steptime", "scaling_lib.parallelism.timeline",
-                "scaling_lib.parallelism.split", "scaling_lib.serving"):
+                "scaling_lib.parallelism.split", "scaling_lib.serving",
+                "scaling_lib.serving_sim"):
         # a package (collectives, hardware) counts through any of its submodules
         assert any(m == mod or m.startswith(mod + ".") for m in modules), mod
     assert len(CALLABLES) > 60
