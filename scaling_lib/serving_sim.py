@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import hardware, inference, models
-from .units import _brief, check_count, check_int, check_positive, dtype_bytes
+from . import hardware, inference
+from .units import _brief, check_count, check_int, check_positive
 
 __all__ = ["SimResult", "simulate", "linear_step_time", "saturated_tokens_per_s"]
 

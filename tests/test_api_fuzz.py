@@ -32,8 +32,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from scaling_lib import (breakdown, collectives, hardware, inference, memory, models,
-                         parallelism, published, roofline, serving, serving_sim, sharding, transformer,
-                         units)
+                         parallelism, published, roofline, serving, serving_sim, sharding,
+                         transformer, units)
 from scaling_lib.parallelism import split as _split, steptime as _steptime, timeline as _timeline
 from scaling_lib.breakdown import Breakdown
 from scaling_lib.parallelism import ParallelPlan

@@ -11,21 +11,17 @@ from scaling_lib.units import dtype_bytes
 ARGS = dict(batch=1, prompt_len=1024, gen_len=256)
 
 
-# ---- speculative decoding (Leviathan et al. 2023, eq. 1) -------------------------------------------
+# ---- speculative decoding (Leviathan et al. 2023, eq. 1) ----------------------------------------
 @pytest.mark.parametrize("gamma, c", [(1, 0.0), (4, 0.05), (8, 0.2)])
 def test_speculative_alpha_zero_is_pure_overhead(gamma, c):
-    assert speculative(0.0, gamma, c) == pytest.approx(1 / (1 + gamma * c))
-
-
-def speculative(*a):
-    return serving.speculative_speedup(*a)
+    assert serving.speculative_speedup(0.0, gamma, c) == pytest.approx(1 / (1 + gamma * c))
 
 
 @pytest.mark.parametrize("gamma, c", [(1, 0.0), (4, 0.05), (8, 0.2)])
 def test_speculative_alpha_one_limit(gamma, c):
     limit = (gamma + 1) / (1 + gamma * c)
-    assert speculative(1.0, gamma, c) == pytest.approx(limit)
-    assert speculative(1 - 1e-9, gamma, c) == pytest.approx(limit, rel=1e-6)
+    assert serving.speculative_speedup(1.0, gamma, c) == pytest.approx(limit)
+    assert serving.speculative_speedup(1 - 1e-9, gamma, c) == pytest.approx(limit, rel=1e-6)
 
 
 def test_speculative_closed_form_and_broadcast():
