@@ -40,7 +40,7 @@ from .units import (_brief, check_count, check_fraction, check_int, check_positi
                     scalar_or_array as _out)
 
 __all__ = ["ServeEstimate", "estimate", "min_devices", "prefill_decode_ratio",
-           "speculative_speedup", "comm_link"]
+           "speculative_speedup", "comm_link", "comm_bound_devices"]
 
 
 @dataclass(frozen=True)
@@ -180,6 +180,40 @@ def estimate(cfg, accelerator, n_devices, *, batch, prompt_len, gen_len, dtype="
         prefill_bound=_bound(t_pre_math, t_pre_mem, t_pre_comm),
         decode_bound=_bound(t_dec_math, t_dec_mem, t_dec_comm),
         n_devices=n, scale_up_domain=per_node)
+
+
+def comm_bound_devices(cfg, accelerator, *, batch=1, context=2048, dtype="bf16", kv_dtype=None,
+                       max_devices=4096):
+    """Smallest power-of-two n at which decode turns communication-bound, or None up to max.
+
+    Tensor parallelism over n devices divides the roofline step, max(F/(n·C), bytes/(n·W_hbm)),
+    by n, but its 2·L all-reduces per step cost at least 2(n-1) link latencies each, so they
+    grow with n: the step is communication-bound from the first n where T_comm(n) >= the
+    roofline time (all-reduces on :func:`comm_link`'s link: the scale-out network once n
+    passes the scale-up domain). Past that point more devices make each token slower.
+
+    >>> comm_bound_devices("llama3-70b", "h100"), comm_bound_devices("llama3-70b", "tpu-v5e")
+    (16, 128)
+
+    See: Chapter "Serving at scale", "When model parallelism becomes communication-bound".
+    """
+    c = models.get(cfg)
+    acc = hardware.get(accelerator)
+    B = check_count("batch", batch)
+    S = check_count("context", context)
+    top = check_int("max_devices", max_devices, maximum=2**24)
+    if np.ndim(B) or np.ndim(S):
+        raise ValueError(f"batch={_brief(batch)} and context={_brief(context)} must be single "
+                         "numbers")
+    n = 2
+    while n <= top:
+        link, _ = comm_link(acc, n)
+        t_roof = inference.decode_step_time(c, B, S, acc, n, dtype, kv_dtype)
+        t_comm = inference.tp_decode_comm_time(c, B, n, link, accelerator=acc, dtype=dtype)
+        if t_comm >= t_roof:
+            return n
+        n *= 2
+    return None
 
 
 def min_devices(cfg, accelerator, *, dtype="bf16", kv_bytes=0.0) -> int:

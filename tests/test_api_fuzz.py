@@ -203,6 +203,7 @@ _BY_NAME = {
     "n_requests": st.sampled_from([None, 1, 10, 200]),
     "seed": st.sampled_from([0, 1]),
     "context": st.sampled_from([1, 2048, 8192]),
+    "max_devices": st.sampled_from([1, 8, 4096]),
 }
 _COUNT_NAMES = {"B", "T", "S", "n", "n_devices", "dp", "tp", "pp", "cp", "ep", "L", "D", "F",
                 "N", "K", "H", "V", "E", "k", "micro_batch", "virtual_stages", "n_microbatches",

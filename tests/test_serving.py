@@ -198,3 +198,21 @@ def test_int8_step_at_full_hbm_matches_the_books_19_ms():
                          gen_len=1024, dtype="int8")
     # the estimate adds the 160 ICI all-reduces of a 4x2 (the book's bound leaves them out)
     assert e.decode_bound == "memory" and roofline_step < e.tpot < 1.15 * roofline_step
+
+
+# ---- the communication-bound point ------------------------------------------------------------
+def test_comm_bound_devices_is_where_all_reduces_overtake_the_roofline():
+    for acc in ("h100", "tpu-v5e"):
+        n = serving.comm_bound_devices("llama3-70b", acc, batch=1, context=2048)
+        link, _ = serving.comm_link(acc, n)
+        t_roof = inference.decode_step_time("llama3-70b", 1, 2048, acc, n)
+        assert inference.tp_decode_comm_time("llama3-70b", 1, n, link, accelerator=acc) >= t_roof
+        half = n // 2
+        link, _ = serving.comm_link(acc, half)
+        assert inference.tp_decode_comm_time("llama3-70b", 1, half, link,
+                                             accelerator=acc) < \
+            inference.decode_step_time("llama3-70b", 1, 2048, acc, half)
+    # the estimate agrees: at that n decode is communication-bound
+    n = serving.comm_bound_devices("llama3-70b", "h100")
+    assert serving.estimate("llama3-70b", "h100", n, **ARGS).decode_bound == "communication"
+    assert serving.comm_bound_devices("llama3-70b", "h100", max_devices=8) is None
