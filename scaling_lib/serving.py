@@ -82,9 +82,18 @@ def comm_link(accelerator, n_devices):
     """
     acc = hardware.get(accelerator)
     n = check_int("n_devices", n_devices, maximum=2**24)
-    per_node = _domain(acc)
-    cl = hardware.cluster(acc, max(n, 1))
-    return (None if n <= per_node else cl.inter_node), per_node
+    if n == 1:  # no all-reduces: any chip, even one without a default cluster
+        try:
+            return None, _domain(acc)
+        except ValueError:
+            return None, 1
+    try:
+        per_node = _domain(acc)
+    except ValueError:
+        raise ValueError(f"n_devices={n} needs the links of {acc.name!r}, which has no default "
+                         "cluster; use n_devices=1 or one of the chips "
+                         f"{', '.join(hardware.clusters._SCALE_OUT)}") from None
+    return (None if n <= per_node else hardware.cluster(acc, n).inter_node), per_node
 
 
 def _domain(acc) -> int:

@@ -247,3 +247,12 @@ def test_against_tensorrt_llm_h200_llama2_70b(B, tp, isl, osl, measured):
         assert 0.2 < ratio < 0.3
     else:
         assert 0.5 < ratio < 0.75  # 128 in, 128 out at batch 512: 0.63
+
+
+def test_chip_without_default_cluster_serves_on_one_device_only():
+    e = serving.estimate("llama3-8b", "k40", 1, batch=1, prompt_len=16, gen_len=16,
+                         dtype="fp32")
+    assert e.scale_up_domain == 1 and not e.fits  # 32 GB of fp32 weights on a 12 GB K40
+    with pytest.raises(ValueError, match="n_devices=2 .*no default cluster"):
+        serving.estimate("llama3-8b", "k40", 2, batch=1, prompt_len=16, gen_len=16,
+                         dtype="fp32")
