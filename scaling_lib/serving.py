@@ -40,7 +40,7 @@ from .units import (_brief, check_count, check_fraction, check_int, check_positi
                     scalar_or_array as _out)
 
 __all__ = ["ServeEstimate", "estimate", "min_devices", "prefill_decode_ratio",
-           "speculative_speedup", "comm_link", "comm_bound_devices"]
+           "speculative_speedup", "comm_link", "comm_bound_devices", "pareto_mask"]
 
 
 @dataclass(frozen=True)
@@ -223,6 +223,38 @@ def comm_bound_devices(cfg, accelerator, *, batch=1, context=2048, dtype="bf16",
             return n
         n *= 2
     return None
+
+
+def pareto_mask(latency, throughput):
+    """True where a point is on the latency-throughput Pareto front (no other point is better).
+
+    A point is dominated when another has latency <= and throughput >= it, one of them strictly.
+    Pass e.g. ``e.tpot`` and ``e.tokens_per_s`` of an :func:`estimate` over an array of batches
+    (or several device counts, concatenated). Equal points are all kept.
+
+    >>> pareto_mask([1.0, 2.0, 2.0, 3.0], [10.0, 30.0, 20.0, 25.0]).tolist()
+    [True, True, False, False]
+
+    See: Chapter "Serving at scale", "The latency-throughput trade-off".
+    """
+    lat = np.atleast_1d(np.asarray(check_positive("latency", latency), dtype=float))
+    thr = np.atleast_1d(np.asarray(check_positive("throughput", throughput, allow_zero=True),
+                                   dtype=float))
+    if lat.shape != thr.shape or lat.ndim != 1:
+        raise ValueError(f"latency and throughput must be 1-D arrays of one shape, not "
+                         f"{lat.shape} and {thr.shape}")
+    if lat.size > 100_000:
+        raise ValueError(f"{lat.size} points: at most 100,000")
+    order = np.lexsort((-thr, lat))  # by latency, then the best throughput first
+    keep = np.zeros(lat.size, dtype=bool)
+    best = -np.inf
+    last = (None, None)
+    for i in order:
+        if thr[i] > best or (lat[i], thr[i]) == last:
+            keep[i] = True
+            best = max(best, thr[i])
+            last = (lat[i], thr[i])
+    return keep
 
 
 def min_devices(cfg, accelerator, *, dtype="bf16", kv_bytes=0.0) -> int:

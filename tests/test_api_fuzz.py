@@ -204,6 +204,10 @@ _BY_NAME = {
     "seed": st.sampled_from([0, 1]),
     "context": st.sampled_from([1, 2048, 8192]),
     "max_devices": st.sampled_from([1, 8, 4096]),
+    # "latency" is also the per-hop latency of the collectives: scalars for them, lists for
+    # serving.pareto_mask
+    "latency": st.sampled_from([0.0, 2e-6, 1e-3, [1.0, 2.0, 3.0], np.array([0.01, 0.02])]),
+    "throughput": st.sampled_from([[10.0, 30.0, 20.0], np.array([5.0, 1.0])]),
 }
 _COUNT_NAMES = {"B", "T", "S", "n", "n_devices", "dp", "tp", "pp", "cp", "ep", "L", "D", "F",
                 "N", "K", "H", "V", "E", "k", "micro_batch", "virtual_stages", "n_microbatches",

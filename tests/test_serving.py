@@ -256,3 +256,21 @@ def test_chip_without_default_cluster_serves_on_one_device_only():
     with pytest.raises(ValueError, match="n_devices=2 .*no default cluster"):
         serving.estimate("llama3-8b", "k40", 2, batch=1, prompt_len=16, gen_len=16,
                          dtype="fp32")
+
+
+def test_pareto_mask_matches_brute_force_and_estimates():
+    rng = np.random.default_rng(0)
+    lat, thr = rng.uniform(1, 10, 200).round(1), rng.uniform(0, 10, 200).round(1)
+    dominated = [np.any((lat <= lat[i]) & (thr >= thr[i]) & ((lat < lat[i]) | (thr > thr[i])))
+                 for i in range(lat.size)]
+    np.testing.assert_array_equal(serving.pareto_mask(lat, thr), ~np.array(dominated))
+    B = 2.0 ** np.arange(0, 9)
+    e4, e8 = (serving.estimate("llama3-70b", "h100", n, batch=B, prompt_len=1024, gen_len=256)
+              for n in (4, 8))
+    # over batch alone, a larger batch is slower per token but higher in throughput: all kept
+    assert serving.pareto_mask(e8.tpot, e8.decode_tokens_per_s).all()
+    both = serving.pareto_mask(np.concatenate([e4.tpot, e8.tpot]),
+                               np.concatenate([e4.decode_tokens_per_s, e8.decode_tokens_per_s]))
+    assert both[len(B):].any()  # 8 devices reach lower latencies than 4
+    with pytest.raises(ValueError, match="one shape"):
+        serving.pareto_mask([1.0, 2.0], [1.0])
