@@ -21,8 +21,10 @@ are latency-bound (2(n-1) hops each), so adding devices past that point makes TP
 
 Built on :mod:`scaling_lib.inference` (decode step, bytes, FLOPs, tensor-parallel all-reduces)
 and :func:`scaling_lib.transformer.kv_cache_bytes`; what it leaves out: batching of requests
-that arrive at different times (continuous batching), paged-attention fragmentation, kernel
-launch overheads, sampling, and the memory a framework reserves for itself.
+that arrive at different times (continuous batching: :mod:`scaling_lib.serving_sim`),
+paged-attention fragmentation, kernel launch overheads and kernel efficiency, sampling, the
+memory a framework reserves for itself, and expert parallelism (an MoE model is sharded like a
+dense one; its decode reads only the experts the batch is expected to touch).
 
 See: Chapter "Serving at scale".
 """
