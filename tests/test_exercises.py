@@ -36,6 +36,15 @@ def test_solutions_have_enough_graded_exercises(path):
     assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text
 
 
+def test_exercise_keeps_a_figure_cells_alt_text():
+    nb = nbformat.v4.new_notebook()
+    alt = {"mystnb": {"image": {"alt": "time against size, log-log"}}, "tags": ["hide-input"]}
+    nb.cells = [nbformat.v4.new_markdown_cell("# Solutions"),
+                nbformat.v4.new_code_cell("fig, ax = plt.subplots()\nplt.show()", metadata=alt)]
+    ex = make_exercise(nb, "figure.ipynb")
+    assert ex.cells[1].metadata["mystnb"] == {"image": {"alt": "time against size, log-log"}}
+
+
 def test_strip_solutions_function_body_gets_not_implemented():
     src = "def f(x):\n    # BEGIN SOLUTION\n    return 2 * x\n    # END SOLUTION\n"
     out, found = strip_solutions(src)

@@ -12,6 +12,11 @@ from scaling_lib.grading import NOT_SOLVED
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL = sorted(p for d in ("chapters", "solutions", "exercises") for p in (ROOT / d).glob("*.ipynb"))
+BOOK_NOTEBOOKS = sorted(p for d in ("chapters", "book", "solutions")
+                        for p in (ROOT / d).glob("*.ipynb"))
+# A cell that draws a static figure with matplotlib (the widget explorers draw from their saved
+# state and are exempt, like in the browser test).
+DRAWS = re.compile(r"\bplt\.(show|subplots|subplot|figure|plot|imshow)\(|\.savefig\(")
 EXERCISES = sorted((ROOT / "exercises").glob("*.ipynb"))
 
 
@@ -59,6 +64,23 @@ def test_chapters_link_their_exercises():
             continue
         text = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
         assert f"exercises/{path.name}" in text, f"{path.name} must link its exercise notebook"
+
+
+def test_every_figure_has_alt_text():
+    """MyST-NB's default alt text is the image's file path: every cell that draws a figure says what
+    it shows in its metadata, ``"mystnb": {"image": {"alt": "..."}}``."""
+    missing, n = [], 0
+    for path in BOOK_NOTEBOOKS:
+        for k, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            if cell.cell_type != "code" or not DRAWS.search(cell.source):
+                continue
+            n += 1
+            alt = cell.metadata.get("mystnb", {}).get("image", {}).get("alt", "")
+            if len(alt.split()) < 8 or alt.strip().endswith((".png", ".svg")):
+                missing.append(f"{path.relative_to(ROOT)} cell {k} ({cell.get('id')}): {alt!r}")
+    assert n, "no figure cells found: has the way chapters draw figures changed?"
+    assert not missing, ('figure cells need metadata "mystnb": {"image": {"alt": "<what the figure '
+                         'shows: axes, quantity, takeaway>"}}:\n' + "\n".join(missing))
 
 
 @pytest.mark.parametrize("path", EXERCISES, ids=lambda p: p.name)
