@@ -66,7 +66,8 @@ def params_per_device(cfg, plan: ParallelPlan) -> tuple[float, float, float]:
     """(embedding, other dense, expert) parameters one tensor-parallel rank holds, before ZeRO.
 
     The memory module's split (attention, MLPs and the vocabulary-parallel embedding and output
-    layer / tp; norms replicated; experts / (ep · tp)), with pp = 1.
+    layer / tp; norms replicated; experts / (ep · tp)); with pp > 1, of the first pipeline
+    stage (its ⌈L/pp⌉ layers and the embedding), as the memory module reports.
 
     >>> c = models.TransformerConfig(L=2, D=32, F=64, N=4, K=2, H=8, V=64)
     >>> # V·D/2, then (2·(2·32·48 + 3·32·64) + 64·32)/2 + 5·32
@@ -78,7 +79,7 @@ def params_per_device(cfg, plan: ParallelPlan) -> tuple[float, float, float]:
     if not isinstance(plan, ParallelPlan):
         raise ValueError(f"plan={_brief(plan)} must be a ParallelPlan")
     c = models.get(cfg)
-    dense, experts, _, _ = _first_stage_params(c, plan.with_changes(pp=1))
+    dense, experts, _, _ = _first_stage_params(c, plan)
     embedding = (c.V + c.learned_positions) * c.D / plan.tp
     return embedding, dense - embedding, experts
 

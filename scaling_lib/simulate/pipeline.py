@@ -86,6 +86,61 @@ def _tables(p, m, kind):
     return op, mb, recv_f, mb_f, recv_b, mb_b
 
 
+def send_ticks(p, m, kind) -> tuple[int, int]:
+    """Ticks of the SPMD program with a forward / backward ppermute: m + p - 2 each for GPipe
+    (every tick but the last sends, bubble ticks included); for 1F1B the ticks in which some
+    stage sends (m each when p = 2)."""
+    if kind == "gpipe":
+        return m + p - 2, m + p - 2
+    _, _, recv_f, _, recv_b, _ = _tables(p, m, kind)
+    return int(recv_f.any(axis=1).sum()), int(recv_b.any(axis=1).sum())
+
+
+def as_spmd_compiles(comms, cfg, plan, B, T, *, dtype="f32"):
+    """``parallelism.collectives`` (one real pipeline stage, the first) turned into what the
+    SPMD program of this module runs on every device, each difference named:
+
+    - pp: a ppermute in each of :func:`send_ticks` ticks (the per-stage model counts the m
+      micro-batches a middle stage sends; with p = 2 the two agree);
+    - dp: every stage also all-reduces the final norm's and the output layer's gradient (it holds
+      them; a real pipeline keeps them on the last stage);
+    - tp, GPipe: the stage runs in all m + p - 1 ticks (p - 1 of them on the bubble's zeros),
+      and the output layer (its f backward) and the loss (3 all-reduces) run on every stage;
+    - tp, 1F1B: in each of the n = 2(m + p - 1) ticks every device rebuilds and
+      back-propagates its stage (the backward op, with the output layer and the loss) and runs
+      its forward op only in the ticks whose output is sent (XLA drops the unused ones).
+    """
+    from ..parallelism.comms import Comm, element_bytes
+
+    p, m = plan.pp, plan.n_microbatches(B)
+    fwd_sends, bwd_sends = send_ticks(p, m, plan.schedule)
+    out = []
+    for c in comms:
+        if c.axis == "pp":
+            c = Comm(c.kind, c.axis, c.group_size, c.nbytes,
+                     fwd_sends if c.phase == "forward" else bwd_sends, c.phase, c.overlappable)
+        out.append(c)
+    a = element_bytes(dtype)
+    if plan.dp > 1:
+        ends = a * (cfg.D + cfg.D * cfg.V / plan.tp)
+        out.append(Comm("all-reduce", "dp", plan.dp, ends, 1, "backward", True))
+    if plan.tp > 1:
+        b = B // (plan.dp * m)
+        act, loss = a * b * T * cfg.D, 4.0 * b * T
+        l2 = 2 * (cfg.L // p)
+        if plan.schedule == "gpipe":
+            fwd, bwd, n_loss = l2 * (p - 1), l2 * (p - 1) + m, 3 * m
+        else:
+            n = int(_pipeline.makespan(_pipeline.schedule(p, m, t_fwd=1.0, t_bwd=1.0)))
+            fwd = l2 * fwd_sends + l2 * n - l2 * m
+            bwd = l2 * n + n - l2 * m
+            n_loss = 3 * n
+        out += [Comm("all-reduce", "tp", plan.tp, act, fwd, "forward", False),
+                Comm("all-reduce", "tp", plan.tp, act, bwd, "backward", False),
+                Comm("all-reduce", "tp", plan.tp, loss, n_loss, "forward", False)]
+    return out
+
+
 def build(cfg, plan, B, T, dtype, step_mod):
     """(shard-mapped step, argument shapes, mesh) of a pipelined step (see the module doc).
 
@@ -131,13 +186,14 @@ def build(cfg, plan, B, T, dtype, step_mod):
         scale = 1.0 / (B * T)
         # every stage's copy is its own: no automatic sum over pp or dp in the backward pass
         # (the dp all-reduce is asked for explicitly below)
-        stack = {k: lax.pcast(v, dp_axes, to="varying") if dp_axes else v
-                 for k, v in stack.items()}
-        ends = {k: lax.pcast(v, ("pp",) + dp_axes, to="varying") for k, v in ends.items()}
+        w_stack = {k: lax.pcast(v, dp_axes, to="varying") if dp_axes else v
+                   for k, v in stack.items()}
+        w_ends = {k: lax.pcast(v, ("pp",) + dp_axes, to="varying") for k, v in ends.items()}
         if kind == "gpipe":
-            loss, grads = _gpipe(stack, ends, tok, tgt, is_first, is_last, b, scale)
+            loss, grads = _gpipe(w_stack, w_ends, tok, tgt, is_first, is_last, b, scale)
         else:
-            loss, grads = _one_f_one_b(stack, ends, tok, tgt, s, is_first, is_last, b, scale)
+            loss, grads = _one_f_one_b(w_stack, w_ends, tok, tgt, s, is_first, is_last, b,
+                                       scale)
         if dp_axes:  # data parallelism: one all-reduce of every gradient
             grads = jax.tree.map(lambda g: lax.psum(g, dp_axes), grads)
         g_stack, g_ends = grads
@@ -202,7 +258,7 @@ def build(cfg, plan, B, T, dtype, step_mod):
                                      xin[slot], tgt[i])
             is_b = o == 2
             g_y = jnp.where(is_last, jnp.zeros_like(zero_act), inbox_b[slot])
-            g_l = jnp.where(is_last, scale, 0.0).astype(lval.dtype)
+            g_l = jnp.where(is_last, scale, 0.0) * jnp.ones_like(lval)
             gw, gn, gu, gx, _ = vjp((g_y, g_l))
             keep = lambda acc, g: acc + jnp.where(is_b, g, jnp.zeros_like(g))  # noqa: E731
             g_stack = jax.tree.map(keep, g_stack, gw)
