@@ -14,8 +14,9 @@ from ..parallelism import pipeline
 F_COLOUR, B_COLOUR, IDLE_COLOUR = "#4c72b0", "#dd8452", "#d9d9d9"
 
 
-def plot_schedule(ax, events, *, title=None, labels=True):
-    """A Gantt chart of ``events`` (a timeline from ``pipeline.schedule``) on ``ax``.
+def plot_schedule(ax, events, *, title=None, labels=True, xmax=None):
+    """A Gantt chart of ``events`` (a timeline from ``pipeline.schedule``) on ``ax``, the time
+    axis up to ``xmax`` (default: the end of the step; give the longest of several to compare).
 
     Returns the idle share of the step (:func:`pipeline.bubble_fraction`).
     """
@@ -25,8 +26,7 @@ def plot_schedule(ax, events, *, title=None, labels=True):
     v = int(events["chunk"].max()) + 1
     end = pipeline.makespan(events)
     for s in range(p):
-        ax.broken_barh([(0, end)], (s - 0.4, 0.8), color=IDLE_COLOUR, hatch="//",
-                       edgecolor="white", lw=0)
+        ax.broken_barh([(0, end)], (s - 0.4, 0.8), facecolor=IDLE_COLOUR, lw=0)
     for e in events:
         colour = F_COLOUR if e["op"] == "F" else B_COLOUR
         alpha = 1.0 - 0.35 * int(e["chunk"]) / max(v - 1, 1) if v > 1 else 1.0
@@ -39,13 +39,14 @@ def plot_schedule(ax, events, *, title=None, labels=True):
     bubble = pipeline.bubble_fraction(events)
     ax.set_ylim(p - 0.5, -0.5)
     ax.set_yticks(range(p), [f"stage {s}" for s in range(p)], fontsize=8)
-    ax.set_xlim(0, end)
+    ax.set_xlim(0, end if xmax is None else xmax)
     ax.set_xlabel("time (units of one micro-batch's forward pass through one stage)")
-    ax.set_title(title if title is not None else f"bubble {bubble:.0%} of the step")
+    ax.set_title(title if title is not None else f"bubble {bubble:.0%} of the step", loc="left",
+                 fontsize=10)
     ax.legend(handles=[Patch(color=F_COLOUR, label="forward"),
                        Patch(color=B_COLOUR, label="backward"),
-                       Patch(facecolor=IDLE_COLOUR, hatch="//", label="idle (bubble)")],
-              fontsize=7, loc="upper right", ncol=3)
+                       Patch(facecolor=IDLE_COLOUR, label="idle (bubble)")],
+              fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=3, frameon=False)
     return bubble
 
 
