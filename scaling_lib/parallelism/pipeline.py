@@ -45,6 +45,23 @@ EVENT_DTYPE = np.dtype([("stage", np.int64), ("micro", np.int64), ("chunk", np.i
                         ("op", "U1"), ("start", np.float64), ("end", np.float64)])
 
 
+MAX_OPERATIONS = 20_000  # a schedule simulates 2·pp·m·v operations in Python
+
+
+def _check_time(name, value, allow_zero=False):
+    x = check_positive(name, value, allow_zero=allow_zero)
+    if np.ndim(x) or not np.isfinite(x):
+        raise ValueError(f"{name}={_brief(value)} must be one finite number of time units")
+    return x
+
+
+def _one_count(name, value, minimum=1) -> int:
+    x = check_count(name, value, minimum=minimum)
+    if np.ndim(x):
+        raise ValueError(f"{name}={_brief(value)} must be one whole number, not an array")
+    return int(x)
+
+
 def _check_schedule_args(pp, m, v, kind):
     p = check_count("pp", pp)
     m = check_count("m", m)
@@ -60,9 +77,9 @@ def _check_schedule_args(pp, m, v, kind):
         raise ValueError(f"m={m} micro-batches must be a multiple of pp={p} for the interleaved "
                          f"schedule (Megatron-LM's order takes them in groups of pp); choose m "
                          f"in {[p * k for k in range(1, 5)]}, ...")
-    if p * m * v > 200_000:
-        raise ValueError(f"pp·m·v = {p * m * v:,} operations is too many to simulate "
-                         "(at most 200,000)")
+    if p * m * v > MAX_OPERATIONS // 2:
+        raise ValueError(f"pp·m·v = {p * m * v:,} is too many to simulate (2·pp·m·v operations, "
+                         f"at most {MAX_OPERATIONS:,})")
     return p, m, v
 
 
@@ -78,7 +95,10 @@ def order(pp, m, stage, *, v=1, kind="1f1b") -> list[tuple[str, int, int]]:
     s = check_count("stage", stage, minimum=0)
     if np.ndim(s) or not 0 <= s < p:
         raise ValueError(f"stage={_brief(stage)} must be one of 0..{p - 1}")
-    s = int(s)
+    return _order(p, m, int(s), v, kind)
+
+
+def _order(p, m, s, v, kind):
     if kind == "gpipe":
         return [("F", i, 0) for i in range(m)] + [("B", i, 0) for i in range(m)]
     if v == 1:  # 1F1B (and "interleaved" with one chunk, which is 1F1B)
@@ -118,21 +138,19 @@ def schedule(pp, m, *, v=1, kind="1f1b", t_fwd=1.0, t_bwd=2.0, t_p2p=0.0) -> np.
     21.0
     """
     p, m, v = _check_schedule_args(pp, m, v, kind)
-    tf = float(check_positive("t_fwd", t_fwd)) / v
-    tb = float(check_positive("t_bwd", t_bwd)) / v
-    tc = float(check_positive("t_p2p", t_p2p, allow_zero=True))
+    tf = float(_check_time("t_fwd", t_fwd)) / v
+    tb = float(_check_time("t_bwd", t_bwd)) / v
+    tc = float(_check_time("t_p2p", t_p2p, allow_zero=True))
     n_virtual = p * v
-    queues = [order(p, m, s, v=v, kind=kind) for s in range(p)]
+    queues = [_order(p, m, s, v, kind) for s in range(p)]
     pos = [0] * p
     free = [0.0] * p
     done: dict = {}  # (op, micro, virtual stage) -> (device, end)
     rows = []
-    remaining = sum(len(q) for q in queues)
-    while remaining:
-        progressed = False
-        for s in range(p):
-            if pos[s] == len(queues[s]):
-                continue
+    todo = list(range(p))  # devices whose next operation may have become ready
+    while todo:
+        s = todo.pop()
+        while pos[s] < len(queues[s]):
             op, i, c = queues[s][pos[s]]
             k = c * p + s
             deps = []
@@ -143,7 +161,7 @@ def schedule(pp, m, *, v=1, kind="1f1b", t_fwd=1.0, t_bwd=2.0, t_p2p=0.0) -> np.
                 if k < n_virtual - 1:
                     deps.append(("B", i, k + 1))
             if any(d not in done for d in deps):
-                continue
+                break  # woken again when the missing input is done
             ready = max([free[s]] + [done[d][1] + (tc if done[d][0] != s else 0.0)
                                      for d in deps])
             end = ready + (tf if op == "F" else tb)
@@ -151,10 +169,14 @@ def schedule(pp, m, *, v=1, kind="1f1b", t_fwd=1.0, t_bwd=2.0, t_p2p=0.0) -> np.
             done[(op, i, k)] = (s, end)
             free[s] = end
             pos[s] += 1
-            remaining -= 1
-            progressed = True
-        if not progressed:  # cannot happen for the orders above; guards a wrong order
-            raise ValueError(f"the {kind} order deadlocks for pp={p}, m={m}, v={v}")
+            # the devices that may wait on this: the next virtual stage's forward, the
+            # previous one's backward
+            if op == "F" and k < n_virtual - 1:
+                todo.append((k + 1) % p)
+            if op == "B" and k > 0:
+                todo.append((k - 1) % p)
+    if len(rows) != 2 * m * n_virtual:  # cannot happen for the orders above
+        raise ValueError(f"the {kind} order deadlocks for pp={p}, m={m}, v={v}")
     ev = np.array(rows, dtype=EVENT_DTYPE)
     return ev[np.lexsort((ev["stage"], ev["start"]))]
 
@@ -194,6 +216,9 @@ def in_flight(events) -> tuple[np.ndarray, np.ndarray]:
     p = int(ev["stage"].max()) + 1
     v = int(ev["chunk"].max()) + 1
     times = np.unique(np.concatenate([ev["start"], ev["end"]]))
+    if p * times.size > 4_000_000:
+        raise ValueError(f"{p} stages x {times.size:,} instants is too large a table; use "
+                         "peak_in_flight")
     held = np.zeros((p, times.size))
     for s in range(p):
         e = ev[ev["stage"] == s]
@@ -210,7 +235,14 @@ def peak_in_flight(events) -> np.ndarray:
     >>> peak_in_flight(schedule(4, 8, kind="gpipe")).tolist(), peak_in_flight(schedule(4, 8)).tolist()
     ([8.0, 8.0, 8.0, 8.0], [4.0, 3.0, 2.0, 1.0])
     """
-    return in_flight(events)[1].max(axis=1)
+    ev = _check_events(events)
+    p = int(ev["stage"].max()) + 1
+    v = int(ev["chunk"].max()) + 1
+    e = ev[np.lexsort((ev["end"], ev["stage"]))]  # by stage, then in time order
+    delta = np.where(e["op"] == "F", 1.0, -1.0)
+    bounds = np.searchsorted(e["stage"], np.arange(p + 1))
+    # a stage runs one operation at a time: forwards ended minus backwards ended, at its peak
+    return np.array([np.max(np.cumsum(delta[a:b])) for a, b in zip(bounds[:-1], bounds[1:])]) / v
 
 
 # ---- uneven stages ----------------------------------------------------------------------------
@@ -225,8 +257,8 @@ def layer_split(L, pp, *, fewer_on_ends=0) -> list[int]:
     >>> layer_split(126, 16, fewer_on_ends=1)[:3], sum(layer_split(126, 16, fewer_on_ends=1))
     ([7, 8, 8], 126)
     """
-    L, p = int(check_count("L", L)), int(check_count("pp", pp))
-    f = check_count("fewer_on_ends", fewer_on_ends, minimum=0)
+    L, p = _one_count("L", L), _one_count("pp", pp)
+    f = _one_count("fewer_on_ends", fewer_on_ends, minimum=0)
     if p > L:
         raise ValueError(f"pp={p} stages exceed L={L} layers; choose pp <= {L}")
     if p == 1 or not f:
@@ -235,13 +267,13 @@ def layer_split(L, pp, *, fewer_on_ends=0) -> list[int]:
     if p == 2:
         raise ValueError("fewer_on_ends needs pp >= 3 (a middle stage to take the layers)")
     mid = p - 2
-    # the ends get e layers each, the middle the rest, e = fewer_on_ends below the middle's
-    for e in range(L, -1, -1):
-        rest = L - 2 * e
-        if rest >= mid * (e + f) and rest // mid >= e + f:
-            q, r = divmod(rest, mid)
-            return [e] + [q + (1 if j < r else 0) for j in range(mid)] + [e]
-    raise ValueError(f"L={L} layers cannot give the end stages {f} layer(s) fewer on pp={p}")
+    # the ends get e layers each and the middle stages at least e + f: the largest such e
+    e = int((L - mid * f) // (mid + 2))
+    if e < 1:
+        raise ValueError(f"L={L} layers cannot give the end stages {int(f)} layer(s) fewer than "
+                         f"the others on pp={p} stages")
+    q, r = divmod(L - 2 * e, mid)
+    return [e] + [q + (1 if j < r else 0) for j in range(mid)] + [e]
 
 
 def stage_costs(cfg, layers) -> dict:
@@ -262,6 +294,10 @@ def stage_costs(cfg, layers) -> dict:
     if c.is_moe or c.mla is not None:
         raise ValueError(f"{c.name or 'cfg'} is an MoE or MLA model; stage_costs covers dense "
                          "layers with standard attention only")
+    if isinstance(layers, (str, bytes)) or not isinstance(layers, (list, tuple, np.ndarray)) \
+            or np.ndim(layers) != 1 or not len(layers):
+        raise ValueError(f"layers={_brief(layers)} must be a list of layers per stage, e.g. "
+                         "layer_split(L, pp)")
     layers = [int(check_count("layers", n, minimum=0)) for n in layers]
     if sum(layers) != c.L:
         raise ValueError(f"layers={layers} add up to {sum(layers)}, not L={c.L}")
@@ -280,6 +316,7 @@ def activation_bytes(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> float:
     """Bytes one device sends across a stage boundary for one micro-batch: a·b·(T/cp)·D, and
     /tp with sequence parallelism (the activations are split over the tp ranks; without it
     every tp rank holds, and sends, the whole)."""
+    check_step_args(plan, B, T)
     c = models.get(cfg)
     m = plan.n_microbatches(B)
     b = B // (plan.dp * m)
@@ -364,9 +401,11 @@ def min_microbatches(pp, utilisation, *, v=1) -> int:
     >>> min_microbatches(8, 0.9)  # m/(m+7) >= 0.9
     63
     """
-    p = int(check_count("pp", pp))
-    u = float(check_positive("utilisation", utilisation))
-    v = int(check_count("v", v))
+    p, v = _one_count("pp", pp), _one_count("v", v)
+    u = check_positive("utilisation", utilisation)
+    if np.ndim(u):
+        raise ValueError(f"utilisation={_brief(utilisation)} must be one number, not an array")
+    u = float(u)
     if not u < 1:
         raise ValueError(f"utilisation={u} must be below 1 (a pipeline with p > 1 has a bubble)")
     if p == 1:
