@@ -78,18 +78,18 @@ def _check_schedule_args(pp, m, v, kind):
                          f"schedule (Megatron-LM's order takes them in groups of pp); choose m "
                          f"in {[p * k for k in range(1, 5)]}, ...")
     if p * m * v > MAX_OPERATIONS // 2:
-        raise ValueError(f"pp·m·v = {p * m * v:,} is too many to simulate (2·pp·m·v operations, "
-                         f"at most {MAX_OPERATIONS:,})")
+        raise ValueError(f"pp·m·v = {p * m * v:,} is too many to simulate (2·pp·m·v "
+                         f"operations, at most {MAX_OPERATIONS:,})")
     return p, m, v
 
 
 def order(pp, m, stage, *, v=1, kind="1f1b") -> list[tuple[str, int, int]]:
     """The operations one stage (device) runs, in its order: ("F" or "B", micro-batch, chunk).
 
-    >>> order(4, 4, 0)  # 3 warm-up forwards, then one forward one backward, then drain
-    [('F', 0, 0), ('F', 1, 0), ('F', 2, 0), ('F', 3, 0), ('B', 0, 0), ('B', 1, 0), ('B', 2, 0), ('B', 3, 0)]
-    >>> order(4, 4, 3)  # the last stage alternates from the start
-    [('F', 0, 0), ('B', 0, 0), ('F', 1, 0), ('B', 1, 0), ('F', 2, 0), ('B', 2, 0), ('F', 3, 0), ('B', 3, 0)]
+    >>> order(3, 3, 0)  # 2 warm-up forwards, then one forward one backward, then drain
+    [('F', 0, 0), ('F', 1, 0), ('F', 2, 0), ('B', 0, 0), ('B', 1, 0), ('B', 2, 0)]
+    >>> order(3, 3, 2)  # the last stage alternates from the start
+    [('F', 0, 0), ('B', 0, 0), ('F', 1, 0), ('B', 1, 0), ('F', 2, 0), ('B', 2, 0)]
     """
     p, m, v = _check_schedule_args(pp, m, v, kind)
     s = check_count("stage", stage, minimum=0)
@@ -232,8 +232,10 @@ def in_flight(events) -> tuple[np.ndarray, np.ndarray]:
 def peak_in_flight(events) -> np.ndarray:
     """Per stage, the most micro-batches' activations it holds at once (a chunk counts 1/v).
 
-    >>> peak_in_flight(schedule(4, 8, kind="gpipe")).tolist(), peak_in_flight(schedule(4, 8)).tolist()
-    ([8.0, 8.0, 8.0, 8.0], [4.0, 3.0, 2.0, 1.0])
+    >>> peak_in_flight(schedule(4, 8, kind="gpipe")).tolist()
+    [8.0, 8.0, 8.0, 8.0]
+    >>> peak_in_flight(schedule(4, 8)).tolist()  # 1F1B: p - s on stage s
+    [4.0, 3.0, 2.0, 1.0]
     """
     ev = _check_events(events)
     p = int(ev["stage"].max()) + 1

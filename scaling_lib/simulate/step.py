@@ -70,9 +70,9 @@ def check_supported(cfg, plan: ParallelPlan, B: int, T: int, dtype: str, optimiz
         bad.append(f"world_size={plan.world_size} > 8 devices")
     if bad:
         raise ValueError(f"train_step does not simulate {', '.join(bad)}; it runs dp, tp, "
-                         "zero 0-3, shard_group, sequence_parallel and pp (gpipe, 1f1b, interleaved) on up to 8 "
-                         "devices, for a "
-                         "dense RMSNorm/SwiGLU model without biases or tied embeddings")
+                         "zero 0-3, shard_group, sequence_parallel and pp (gpipe, 1f1b, "
+                         "interleaved) on up to 8 devices, for a dense RMSNorm/SwiGLU model "
+                         "without biases or tied embeddings")
     if dtype not in DTYPES:
         raise ValueError(f"dtype={dtype!r}; valid choices: {', '.join(DTYPES)}")
     if optimizer not in OPTIMIZERS:
