@@ -317,7 +317,8 @@ def stage_costs(cfg, layers) -> dict:
 def activation_bytes(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> float:
     """Bytes one device sends across a stage boundary for one micro-batch: a·b·(T/cp)·D, and
     /tp with sequence parallelism (the activations are split over the tp ranks; without it
-    every tp rank holds, and sends, the whole)."""
+    every tp rank holds, and here sends, the whole; Megatron-LM can instead send 1/tp each and
+    all-gather after the boundary)."""
     check_step_args(plan, B, T)
     c = models.get(cfg)
     m = plan.n_microbatches(B)
