@@ -123,6 +123,8 @@ def test_comms_constraints_and_collectives():
 
 @pytest.mark.parametrize("kw,match", [
     (dict(pp=0, m=4), "pp=0"), (dict(pp=4, m=6, kind="interleaved", v=2), "multiple of pp=4"),
+    (dict(pp=4, m=6, kind="1f1b", v=2), "multiple of pp=4"),
+    (dict(pp=100, m=100, v=2, kind="interleaved"), "too many to simulate"),
     (dict(pp=4, m=4, kind="gpipe", v=2), "GPipe has no virtual stages"),
     (dict(pp=4, m=4, kind="zb"), "kind='zb'"), (dict(pp=4, m=4, t_fwd=-1), "t_fwd")])
 def test_bad_arguments_raise(kw, match):

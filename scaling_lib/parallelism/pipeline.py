@@ -22,7 +22,8 @@ interleaved schedule):
 - ``1f1b``: stage s runs p - s - 1 warm-up forwards, then alternates one forward and one
   backward, then drains the remaining backwards.
 - ``interleaved``: 1F1B over v chunks per device, micro-batches taken in groups of p
-  (Megatron-LM's order; needs m a multiple of p).
+  (Megatron-LM's order; needs m a multiple of p). Any v > 1 uses this order; with v = 1 it is
+  1F1B.
 
 See: the chapter "Pipeline parallelism".
 """
@@ -73,10 +74,10 @@ def _check_schedule_args(pp, m, v, kind):
     p, m, v = int(p), int(m), int(v)
     if kind == "gpipe" and v != 1:
         raise ValueError(f"v={v}: GPipe has no virtual stages; use kind='interleaved' or v=1")
-    if kind == "interleaved" and m % p:
-        raise ValueError(f"m={m} micro-batches must be a multiple of pp={p} for the interleaved "
-                         f"schedule (Megatron-LM's order takes them in groups of pp); choose m "
-                         f"in {[p * k for k in range(1, 5)]}, ...")
+    if v > 1 and m % p:  # v chunks per device: the interleaved order, whatever kind says
+        raise ValueError(f"m={m} micro-batches must be a multiple of pp={p} with v={v} virtual "
+                         f"stages (Megatron-LM's interleaved order takes them in groups of pp); "
+                         f"choose m in {[p * k for k in range(1, 5)]}, ...")
     if p * m * v > MAX_OPERATIONS // 2:
         raise ValueError(f"pp·m·v = {p * m * v:,} is too many to simulate (2·pp·m·v "
                          f"operations, at most {MAX_OPERATIONS:,})")
@@ -381,11 +382,12 @@ def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
         out.append(f"L={c.L} layers do not split into pp·v = {p * v} chunks of equal size; "
                    f"choose virtual_stages in {ok}")
     per_step = plan.dp * plan.micro_batch
-    if B % per_step == 0 and plan.schedule == "interleaved" and p > 1:
+    if B % per_step == 0 and v > 1 and p > 1:
         m = B // per_step
         if m % p:
-            out.append(f"m={m} micro-batches must be a multiple of pp={p} for the interleaved "
-                       "schedule (Megatron-LM takes them in groups of pp)")
+            out.append(f"m={m} micro-batches must be a multiple of pp={p} with "
+                       f"virtual_stages={v} (Megatron-LM's interleaved order takes them in "
+                       "groups of pp)")
     return out
 
 
