@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import models, transformer
+from . import hardware, models, transformer
 from .parallelism.comms import Comm, element_bytes
 from .parallelism.tensor import kv_replication
-from .units import _brief, check_count, check_int
+from .units import _brief, check_count, check_fraction, check_int, check_positive, dtype_bytes
 
-__all__ = ["decode_collectives", "decode_comm_bytes", "kv_cache_bytes_per_device",
-           "check_decode_tp"]
+__all__ = ["GPT4_CLASS_ASSUMED", "H100_NVL_HBM_BYTES", "VLLM_MEMORY_UTILIZATION", "best_batch",
+           "check_decode_tp", "decode_collectives", "decode_comm_bytes", "front",
+           "kv_cache_bytes_per_device", "memory_per_device", "smallest_topology", "topologies"]
 
 
 def check_decode_tp(cfg, tp) -> int:
@@ -113,3 +114,153 @@ def kv_cache_bytes_per_device(cfg, tp, B, S, kv_dtype="bf16") -> float:
     tp = check_decode_tp(c, tp)
     r = kv_replication(c, tp)
     return float(np.asarray(transformer.kv_cache_bytes(c, B, S, kv_dtype)) * r / tp)
+
+
+# ---- sizing a deployment: topologies, the smallest one that fits, the best batch ---------------
+# Cloud TPU v5e and v6e slice shapes on offer: 1x1, 2x2, 2x4, 4x4, 4x8, 8x8, 8x16, 16x16 (Google
+# Cloud TPU documentation, "TPU v5e" and "TPU v6e", supported topologies).
+_TPU_2D_SLICES = (1, 4, 8, 16, 32, 64, 128, 256)
+# A framework keeps part of the HBM for itself: vLLM preallocates gpu_memory_utilization = 0.9 of
+# it by default (vLLM documentation, engine arguments). Used by the chapter as its stated choice.
+VLLM_MEMORY_UTILIZATION = 0.9
+# HBM of GPUs that the library has no preset for, to correct a common mistake: the H100 NVL
+# (the dual-card PCIe part) has 94 GB per GPU, the H100 SXM 80 GB (NVIDIA H100 Tensor Core GPU
+# datasheet, "H100 SXM" and "H100 NVL" columns).
+H100_NVL_HBM_BYTES = 94e9
+
+# A "GPT-4-class" model: UNCONFIRMED. OpenAI has published no architecture for GPT-4. This shape
+# follows public estimates (D. Patel and G. Wong, "GPT-4 Architecture, Infrastructure, Training
+# Dataset, Costs, Vision, MoE", SemiAnalysis, July 2023: about 1.8T parameters in 120 layers, 16
+# experts with 2 routed per token, about 280B active). D, N, K, H and F are our own choices to
+# land on those totals (K = 8 is grouped-query attention: the report says multi-query, K = 1,
+# which would make the cache 8 times smaller); V is the cl100k_base tokenizer's 100,277 tokens
+# padded to a multiple of 1,024.
+GPT4_CLASS_ASSUMED = models.TransformerConfig(
+    L=120, D=16384, F=18432, N=128, K=8, H=128, V=100352, E=16, k=2, name="gpt4-class (assumed)",
+    source="unconfirmed public estimates (SemiAnalysis, July 2023); shape chosen to match them")
+
+
+def topologies(accelerator, max_devices=None) -> list[int]:
+    """Device counts a deployment on ``accelerator`` can take, smallest first.
+
+    2D TPUs (v5e, v6e): the slice sizes on offer, 1, 4, 8, 16, 32, 64, 128, 256 (1x1 ... 16x16).
+    Other TPUs and GPUs: powers of two, 1, 2, 4, 8 inside a node (GPUs) and then whole nodes,
+    up to ``max_devices`` (default 256 for 2D TPUs, 1024 otherwise).
+
+    >>> topologies("tpu-v5e", 64), topologies("h100", 32)
+    ([1, 4, 8, 16, 32, 64], [1, 2, 4, 8, 16, 32])
+    """
+    acc = hardware.get(accelerator)
+    two_d = acc.kind == "tpu" and acc.name in ("tpu-v5e", "tpu-v6e")
+    top = (256 if two_d else 1024) if max_devices is None else check_int(
+        "max_devices", max_devices, maximum=2**24)
+    if two_d:
+        return [n for n in _TPU_2D_SLICES if n <= top]
+    return [2**i for i in range(0, 25) if 2**i <= top]
+
+
+def _valid_tp(c, n) -> bool:
+    return c.N % n == 0 and (c.K % n == 0 or n % c.K == 0)
+
+
+def memory_per_device(cfg, n_devices, *, dtype="bf16", kv_dtype=None, batch=0, context=0):
+    """Weights plus KV cache per device (bytes), tensor-parallel over n devices:
+    n_params·w/n + kv_cache(batch, context)/n (the cache split by heads, then by batch once
+    n > K, as in :func:`scaling_lib.serving.estimate`).
+
+    >>> round(memory_per_device("llama3-70b", 8, batch=16, context=4096) / 1e9, 2)
+    20.32
+    """
+    c = models.get(cfg)
+    n = check_int("n_devices", n_devices, maximum=2**24)
+    kv = transformer.kv_cache_bytes(c, batch, context, kv_dtype or dtype) if batch and context \
+        else 0.0
+    return float(transformer.n_params(c) * dtype_bytes(dtype) / n + np.asarray(kv) / n)
+
+
+def smallest_topology(cfg, accelerator, *, dtype="bf16", kv_dtype=None, batch=0, context=0,
+                      usable=1.0, max_devices=None):
+    """The fewest devices among :func:`topologies` that hold the model and a KV budget.
+
+    n must be a tensor-parallel degree the heads allow (divides N; divides or is a multiple of
+    K) and :func:`memory_per_device` <= usable·HBM. ``usable`` is the fraction of HBM the
+    framework leaves to weights and cache (e.g. :data:`VLLM_MEMORY_UTILIZATION`). Returns None
+    when no topology up to ``max_devices`` fits. Compare :func:`scaling_lib.serving.min_devices`,
+    the floor ⌈bytes / HBM⌉ before rounding up to a topology.
+
+    >>> smallest_topology("llama3-70b", "h100"), smallest_topology("llama3-70b", "tpu-v5e")
+    (2, 16)
+    >>> smallest_topology("llama3-405b", "h100", dtype="fp8")  # 405 GB: a whole node
+    8
+
+    See: Chapter "Case study: serving Llama 3", "The smallest topology".
+    """
+    c = models.get(cfg)
+    acc = hardware.get(accelerator)
+    use = check_fraction("usable", usable)
+    for n in topologies(acc, max_devices):
+        if n > 1 and not _valid_tp(c, n):
+            continue
+        need = memory_per_device(c, n, dtype=dtype, kv_dtype=kv_dtype, batch=batch,
+                                 context=context)
+        if need <= use * acc.hbm_bytes:
+            return n
+    return None
+
+
+def best_batch(cfg, accelerator, n_devices, *, tpot_budget, prompt_len, gen_len, dtype="bf16",
+               kv_dtype=None, prefill_mfu=0.4, max_batch=4096):
+    """The power-of-two batch with the most tokens/s whose time per output token stays within
+    ``tpot_budget`` seconds and whose memory fits (:func:`scaling_lib.serving.estimate`), or None
+    if even batch 1 misses.
+
+    >>> best_batch("llama3-70b", "h100", 8, tpot_budget=0.02, prompt_len=1024, gen_len=256)
+    256
+    """
+    from . import serving  # a tool built on the same floor
+
+    budget = check_positive("tpot_budget", tpot_budget)
+    top = check_int("max_batch", max_batch, maximum=2**20)
+    batches = np.array([2**i for i in range(21) if 2**i <= top])
+    e = serving.estimate(cfg, accelerator, n_devices, batch=batches, prompt_len=prompt_len,
+                         gen_len=gen_len, dtype=dtype, kv_dtype=kv_dtype, prefill_mfu=prefill_mfu)
+    ok = (np.atleast_1d(e.tpot) <= budget) & np.atleast_1d(e.fits)
+    if not ok.any():
+        return None
+    rate = np.where(ok, np.atleast_1d(e.tokens_per_s), -np.inf)
+    return int(batches[int(np.argmax(rate))])
+
+
+def front(cfg, accelerator, device_counts, batches, *, prompt_len, gen_len, dtype="bf16",
+          kv_dtype=None, prefill_mfu=0.4, price_per_device_hour=None) -> dict:
+    """Every (devices, batch) point that fits, with its latency, throughput and cost, and which
+    of them are on the latency-throughput Pareto front.
+
+    Returns a dict of 1-D numpy arrays: n, batch, tpot (s), ttft (s), tokens_per_s (output
+    tokens/s of the system), per_device (tokens/s per device), cost (dollars per million output
+    tokens; NaN without a price) and pareto (True on the front of tpot against tokens/s per
+    device: no other point is both faster per token and cheaper per device).
+
+    >>> f = front("llama3-70b", "h100", [4, 8], [1, 64], prompt_len=1024, gen_len=256)
+    >>> f["n"].tolist(), f["batch"].tolist(), f["pareto"].tolist()
+    ([4, 4, 8, 8], [1, 64, 1, 64], [False, True, True, True])
+    """
+    from . import serving
+
+    rows = {k: [] for k in ("n", "batch", "tpot", "ttft", "tokens_per_s", "per_device", "cost")}
+    B = np.asarray(batches)
+    for n in device_counts:
+        e = serving.estimate(cfg, accelerator, int(n), batch=B, prompt_len=prompt_len,
+                             gen_len=gen_len, dtype=dtype, kv_dtype=kv_dtype,
+                             prefill_mfu=prefill_mfu, price_per_device_hour=price_per_device_hour)
+        fits = np.atleast_1d(e.fits)
+        cost = e.cost_per_million_tokens
+        cols = {"n": np.full(B.shape, int(n)), "batch": B, "tpot": e.tpot, "ttft": e.ttft,
+                "tokens_per_s": e.tokens_per_s, "per_device": e.tokens_per_s_per_device,
+                "cost": np.full(B.shape, np.nan) if cost is None else cost}
+        for k, v in cols.items():
+            rows[k].append(np.broadcast_to(np.atleast_1d(v), B.shape)[fits])
+    out = {k: np.concatenate(v) if v else np.array([]) for k, v in rows.items()}
+    out["pareto"] = serving.pareto_mask(out["tpot"], out["per_device"]) if out["n"].size \
+        else np.array([], dtype=bool)
+    return out
