@@ -113,6 +113,8 @@ def kv_cache_bytes_per_device(cfg, tp, B, S, kv_dtype="bf16") -> float:
     c = models.get(cfg)
     tp = check_decode_tp(c, tp)
     r = kv_replication(c, tp)
+    if np.ndim(B) or np.ndim(S):
+        raise ValueError(f"B={_brief(B)} and S={_brief(S)} must be single numbers")
     return float(np.asarray(transformer.kv_cache_bytes(c, B, S, kv_dtype)) * r / tp)
 
 
@@ -173,6 +175,11 @@ def memory_per_device(cfg, n_devices, *, dtype="bf16", kv_dtype=None, batch=0, c
     """
     c = models.get(cfg)
     n = check_int("n_devices", n_devices, maximum=2**24)
+    batch = check_count("batch", batch, minimum=0)
+    context = check_count("context", context, minimum=0)
+    if np.ndim(batch) or np.ndim(context):
+        raise ValueError(f"batch={_brief(batch)} and context={_brief(context)} must be single "
+                         "numbers")
     kv = transformer.kv_cache_bytes(c, batch, context, kv_dtype or dtype) if batch and context \
         else 0.0
     return float(transformer.n_params(c) * dtype_bytes(dtype) / n + np.asarray(kv) / n)
@@ -238,7 +245,7 @@ def front(cfg, accelerator, device_counts, batches, *, prompt_len, gen_len, dtyp
 
     Returns a dict of 1-D numpy arrays: n, batch, tpot (s), ttft (s), tokens_per_s (output
     tokens/s of the system), per_device (tokens/s per device), cost (dollars per million output
-    tokens; NaN without a price) and pareto (True on the front of tpot against tokens/s per
+    tokens; only with a price) and pareto (True on the front of tpot against tokens/s per
     device: no other point is both faster per token and cheaper per device).
 
     >>> f = front("llama3-70b", "h100", [4, 8], [1, 64], prompt_len=1024, gen_len=256)
@@ -248,8 +255,13 @@ def front(cfg, accelerator, device_counts, batches, *, prompt_len, gen_len, dtyp
     from . import serving
 
     rows = {k: [] for k in ("n", "batch", "tpot", "ttft", "tokens_per_s", "per_device", "cost")}
-    B = np.asarray(batches)
-    for n in device_counts:
+    counts = [check_int("device_counts", n, maximum=2**24) for n in np.atleast_1d(
+        np.asarray(device_counts, dtype=object)).ravel()]
+    B = np.atleast_1d(np.asarray(check_count("batches", batches))).astype(np.int64)
+    if B.ndim != 1 or not counts or B.size * len(counts) > 4096:
+        raise ValueError(f"batches={_brief(batches)} and device_counts={_brief(device_counts)} "
+                         "must be 1-D lists, at most 4096 (devices, batch) points in all")
+    for n in counts:
         e = serving.estimate(cfg, accelerator, int(n), batch=B, prompt_len=prompt_len,
                              gen_len=gen_len, dtype=dtype, kv_dtype=kv_dtype,
                              prefill_mfu=prefill_mfu, price_per_device_hour=price_per_device_hour)
@@ -257,10 +269,12 @@ def front(cfg, accelerator, device_counts, batches, *, prompt_len, gen_len, dtyp
         cost = e.cost_per_million_tokens
         cols = {"n": np.full(B.shape, int(n)), "batch": B, "tpot": e.tpot, "ttft": e.ttft,
                 "tokens_per_s": e.tokens_per_s, "per_device": e.tokens_per_s_per_device,
-                "cost": np.full(B.shape, np.nan) if cost is None else cost}
+                "cost": np.zeros(B.shape) if cost is None else cost}
         for k, v in cols.items():
             rows[k].append(np.broadcast_to(np.atleast_1d(v), B.shape)[fits])
     out = {k: np.concatenate(v) if v else np.array([]) for k, v in rows.items()}
+    if price_per_device_hour is None:
+        del out["cost"]
     out["pareto"] = serving.pareto_mask(out["tpot"], out["per_device"]) if out["n"].size \
         else np.array([], dtype=bool)
     return out
