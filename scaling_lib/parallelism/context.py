@@ -66,8 +66,8 @@ def chunk_assignment(cp) -> list[tuple[int, int]]:
     [(0, 7), (1, 6), (2, 5), (3, 4)]
     """
     cp = check_count("cp", cp)
-    if np.ndim(cp):
-        raise ValueError(f"cp={_brief(cp)} must be one number")
+    if np.ndim(cp) or cp > MAX_DEVICES:
+        raise ValueError(f"cp={_brief(cp)} must be one number of ranks, at most {MAX_DEVICES:,}")
     cp = int(cp)
     return [(i, 2 * cp - 1 - i) for i in range(cp)]
 
@@ -287,6 +287,7 @@ def layer_times(cfg, variant, cp, T, accelerator, bytes_per_s, *, b=1, tp=1,
     T_ = check_count("T", T, sweep=True)
     check_positive("bytes_per_s", bytes_per_s)
     mfu = check_positive("mfu", mfu)
+    b = check_count("b", b)
     cp_a, T_a = np.asarray(cp_, float), np.asarray(T_, float)
     flops = b * T_a * _attention_core_flops_per_token(c, T_a, True) / (tp * cp_a)
     t_att = flops / (mfu * acc.peak_flops_per_s(dtype))
@@ -309,7 +310,8 @@ def layer_times(cfg, variant, cp, T, accelerator, bytes_per_s, *, b=1, tp=1,
     return LayerTimes(_scalar(t_att), _scalar(t_comm), _scalar(exposed))
 
 
-def best_variant(cfg, cp, T, accelerator, bytes_per_s, *, b=1, tp=1, **kw) -> str:
+def best_variant(cfg, cp, T, accelerator, bytes_per_s, *, b=1, tp=1, topology="switch",
+                 latency=0.0, dtype="bf16") -> str:
     """The variant with the least exposed communication per layer that can run (ties: the
     first of allgather, ring, ulysses; Ulysses needs the heads to split over cp).
 
@@ -326,7 +328,7 @@ def best_variant(cfg, cp, T, accelerator, bytes_per_s, *, b=1, tp=1, **kw) -> st
         if v == "ulysses" and (n % cp or k % cp):
             continue
         t = float(np.max(layer_times(c, v, cp, T, accelerator, bytes_per_s, b=b, tp=tp,
-                                     **kw).exposed))
+                                     topology=topology, latency=latency, dtype=dtype).exposed))
         if t < t_best - 1e-15:
             best, t_best = v, t
     return best
@@ -349,6 +351,8 @@ def cp_for_context(cfg, T, budget_bytes, plan: ParallelPlan | None = None, *,
     c = models.get(cfg)
     T = check_count("T", T)
     plan = check_plan(ParallelPlan() if plan is None else plan)
+    check_step_args(plan, 1, T, options)  # options must be training_memory's keywords
+    max_cp = check_count("max_cp", max_cp)
     if isinstance(budget_bytes, str):
         budget = float(hardware.get(budget_bytes).hbm_bytes)
     else:
@@ -366,11 +370,17 @@ def cp_for_context(cfg, T, budget_bytes, plan: ParallelPlan | None = None, *,
                      f"cp up to {min(max_cp, T // 2)}{last}: add tp, pp, ZeRO or recomputation")
 
 
+MAX_TOKENS = 2**24  # positions listed one by one below: keep the arrays small
+
+
 def _check_T(T, cp, per_rank_chunks):
     T = check_count("T", T)
     cp = check_count("cp", cp)
     if np.ndim(T) or np.ndim(cp):
         raise ValueError("T and cp must be single numbers")
+    if T > MAX_TOKENS or cp > MAX_DEVICES:
+        raise ValueError(f"T={T:,} tokens and cp={cp:,} ranks must be at most {MAX_TOKENS:,} "
+                         f"and {MAX_DEVICES:,} (positions are listed one by one)")
     if T % (per_rank_chunks * cp):
         raise ValueError(f"T={T} tokens must be divisible by {per_rank_chunks}·cp = "
                          f"{per_rank_chunks * cp}")
