@@ -75,7 +75,8 @@ def plot_comm_to_attention(ax, model, cp, systems, T=(8192, 16384, 32768, 65536,
             ax.plot(T, getattr(t, what) / t.attention, styles[v], marker="o", ms=3,
                     label=f"{v} ({what}), {label}")
     ax.set_xscale("log", base=2)
-    ax.set_yscale("symlog", linthresh=1e-3)
+    ax.set_yscale("symlog", linthresh=1e-3)  # linear near 0: the ring's fully hidden sends
+    ax.set_ylim(bottom=0)
     ax.axhline(1.0, color="k", lw=0.8, ls=":")
     ax.set_xlabel("sequence length T")
     ax.set_ylabel("communication / attention")
