@@ -124,3 +124,24 @@ def test_memory_has_the_variants_attention_buffers():
     assert bufs["allgather"] == 2 * 2 * 64 * 2 * 8          # K and V of the whole sequence
     assert bufs["ring"] == bufs["allgather"] / 2             # two blocks of T/4
     assert bufs["ulysses"] == 2 * 64 * (2 * 4 + 2 * 2) * 8 / 4
+
+
+def test_step_time_splits_compute_over_cp_and_times_every_variant():
+    from scaling_lib.parallelism import steptime
+
+    cluster = hardware.cluster("h100", 64)
+    one = steptime.compute_times("llama3-8b", ParallelPlan(dp=2, tp=8), 2, 32768, "h100")
+    four = steptime.compute_times("llama3-8b", ParallelPlan(dp=2, tp=8, cp=4), 2, 32768, "h100")
+    assert math.isclose(one["forward"], 4 * four["forward"])
+    for v in ("allgather", "ring"):
+        st = steptime.step_time("llama3-8b", cluster, ParallelPlan(dp=2, tp=8, cp=4, cp_variant=v),
+                                2, 32768)
+        cp = [c for c in st.comms if c.comm.axis == "cp"]
+        assert len(cp) == 2 and all(list(c.levels) == ["inter-node"] for c in cp)
+    # a ring inside one node: NVLink, one send of nbytes per step
+    st = steptime.step_time("llama3-8b", cluster, ParallelPlan(dp=16, cp=4, cp_variant="ring"),
+                            16, 8192)
+    c = next(c for c in st.comms if c.comm.axis == "cp")
+    link = cluster.intra_node
+    assert list(c.levels) == ["intra-node"]
+    assert math.isclose(c.time, c.comm.count * (link.latency + c.comm.nbytes / link.bytes_per_s))

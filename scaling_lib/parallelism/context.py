@@ -31,6 +31,12 @@ collective-permute, the bytes each device sends):
     ulysses    AllToAll of q, k, v: V = a·b·T·(n + 2k)·H, and of the output: V = a·b·T·n·H,
                L·m times each forward, and as many backward
 
+The backward counts are what the simulated step runs: autodiff keeps the K/V blocks a rank
+received in the forward pass, so only dK/dV travel back. Implementations that drop them to save
+memory (the point of ring attention at extreme lengths) send K/V around again with dK/dV,
+doubling the ring's backward traffic; the all-gather variant likewise re-gathers K and V if the
+gathered copy is not kept.
+
 Each device sends (cp - 1)/cp · 2·a·b·T·k·H per layer forward with the all-gather and with the
 ring alike; Ulysses sends (cp - 1)/cp² · a·b·T·(2n + 2k)·H, which shrinks with cp but carries
 the query heads too: with GQA (k much smaller than n) the all-gather sends less until cp is
