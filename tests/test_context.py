@@ -22,7 +22,8 @@ def test_chunks_are_a_balanced_permutation(cp):
     for i, (lo, hi) in enumerate(cx.chunk_assignment(cp)):
         assert lo + hi == 2 * cp - 1
         mine = order.reshape(cp, -1)[i]
-        assert mine.tolist() == list(range(lo * c, (lo + 1) * c)) + list(range(hi * c, (hi + 1) * c))
+        want = list(range(lo * c, (lo + 1) * c)) + list(range(hi * c, (hi + 1) * c))
+        assert mine.tolist() == want
     pairs = cx.causal_pairs(T, cp)
     assert pairs.sum() == T * (T + 1) // 2 == cx.causal_pairs(T, cp, balanced=False).sum()
     assert np.all(pairs == pairs[0]) and cx.imbalance(T, cp) == 1.0

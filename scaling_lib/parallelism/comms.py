@@ -1,7 +1,8 @@
 """The communication of one training step, strategy by strategy: ``Comm`` and ``collectives``.
 
-Each strategy module (``data``, ``fsdp``, ``tensor``, ``context``) lists the collectives one device takes
-part in during one step as :class:`Comm` records; :func:`collectives` puts a plan's together.
+Each strategy module (``data``, ``fsdp``, ``tensor``, ``context``) lists the collectives one
+device takes part in during one step as :class:`Comm` records; :func:`collectives` puts a plan's
+together.
 ``nbytes`` is V, the full array of the collective (as in :func:`scaling_lib.collectives.
 collective_bytes`): the whole gradient for an all-reduce or a reduce-scatter, the whole gathered
 array for an all-gather; for a collective-permute, the bytes each device sends. The time of each

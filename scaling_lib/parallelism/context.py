@@ -210,7 +210,8 @@ def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
     >>> constraints(c, ParallelPlan(cp=4), 8, 12)  # doctest: +NORMALIZE_WHITESPACE
     ['T=12 tokens must be divisible by 2·cp = 8 (load-balanced causal chunks: rank i holds
       chunks i and 2·cp-1-i)']
-    >>> constraints(c, ParallelPlan(cp=4, cp_variant="ulysses"), 8, 16)  # doctest: +NORMALIZE_WHITESPACE
+    >>> uly = ParallelPlan(cp=4, cp_variant="ulysses")
+    >>> constraints(c, uly, 8, 16)  # doctest: +NORMALIZE_WHITESPACE
     ['ulysses: K=2 key/value heads per tensor rank are not divisible by cp=4; choose cp in
       [1, 2], or the allgather or ring variant']
     """

@@ -254,8 +254,9 @@ def train_step(cfg, plan: ParallelPlan | None = None, *, B: int, T: int, seed: i
     next-token cross-entropy over the B·T tokens; the optimizer is SGD (lr 0.1) or the first
     step of Adam. ``ParallelPlan()`` runs on one device and is the reference every plan must
     reproduce. Needs ``use_cpu_devices(n)`` with n >= plan.world_size before JAX starts.
-    Supported: dp, zero 0-3, shard_group (HSDP), tp, sequence_parallel, and their
-    combinations; anything else raises ValueError naming it.
+    Supported: dp, zero 0-3, shard_group (HSDP), tp, sequence_parallel, cp (each
+    ``cp_variant``, with zero=0), and their combinations; anything else raises ValueError
+    naming it.
     """
     plan = ParallelPlan() if plan is None else plan
     check_supported(cfg, plan, B, T, dtype, optimizer)
