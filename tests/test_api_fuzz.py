@@ -40,7 +40,8 @@ from scaling_lib.breakdown import Breakdown
 from scaling_lib.parallelism import ParallelPlan
 
 MODULES = (units, breakdown, hardware, roofline, collectives, models, transformer, memory,
-           inference, parallelism, parallelism.data, parallelism.fsdp, parallelism.tensor,
+           inference, parallelism, parallelism.context, parallelism.data, parallelism.fsdp,
+           parallelism.tensor,
            published, sharding, _steptime, _timeline, _split, serving, serving_sim,
            serving_parallel)
 

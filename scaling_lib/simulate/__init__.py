@@ -9,7 +9,8 @@ transformer on as many devices as a :class:`~scaling_lib.parallelism.ParallelPla
 
 Modules: ``devices`` (asking for devices, meshes, the notation), ``hlo`` (reading compiled
 programs), ``model`` (the reference transformer, written once for every plan), one module per
-strategy mirroring :mod:`scaling_lib.parallelism` (``data``, ``fsdp``, ``tensor``) and ``step``
+strategy mirroring :mod:`scaling_lib.parallelism` (``data``, ``fsdp``, ``tensor``,
+``context``) and ``step``
 (the training step that puts them together) and ``decode`` (one tensor-parallel decode
 step with its KV cache).
 

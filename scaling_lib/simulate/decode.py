@@ -99,6 +99,9 @@ class _OneDevice:
     def leave(self, y):
         return y
 
+    def attention(self, jax, jnp, q, k, v, H):
+        return _model.attention(jax, jnp, q, k, v, H)
+
 
 def _prefill_fn(cfg):
     """(params, tokens [B, T]) -> (last logits [B, V], k [L, B, T, K, H], v ...): the model's
