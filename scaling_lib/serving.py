@@ -117,7 +117,7 @@ def estimate(cfg, accelerator, n_devices, *, batch, prompt_len, gen_len, dtype="
     Static batching: ``batch`` sequences of ``prompt_len`` prompt tokens are prefilled together,
     then decode ``gen_len`` tokens each. TTFT = max(F_prefill/(n·C·MFU), W_bytes/(n·W_hbm)) +
     2L all-reduces of B·P·D·a bytes; TPOT = :func:`scaling_lib.inference.decode_step_time` at
-    the mean context S = P + G/2 with tp = n; tokens/s = B·G/(TTFT + G·TPOT); cost =
+    the mean context S = P + ⌊G/2⌋ with tp = n; tokens/s = B·G/(TTFT + G·TPOT); cost =
     price·n/(3600·tokens/s)·1e6 dollars per million output tokens. Memory per device: weights
     (all parameters)/n, the KV cache of B sequences of P + G tokens / n, and a rough activation
     working set of one prefill layer, B·P·(2D + 2F/n)·a. Broadcasts over an array of ``batch``.
@@ -166,7 +166,7 @@ def estimate(cfg, accelerator, n_devices, *, batch, prompt_len, gen_len, dtype="
     ttft = roofline.time_bounds(t_pre_math, t_pre_mem)[0] + t_pre_comm
 
     # decode: one step at the mean context length
-    S = P + G / 2
+    S = P + G // 2  # the mean context, in whole tokens
     t_dec_math = roofline.t_math(inference.decode_flops(c, B, S).total, n * peak)
     t_dec_mem = roofline.t_comms(inference.decode_bytes(c, B, S, dtype, kv_dtype).total,
                                  n * acc.hbm_bytes_per_s)
@@ -257,6 +257,35 @@ def pareto_mask(latency, throughput):
             best = max(best, thr[i])
             last = (lat[i], thr[i])
     return keep
+
+
+def best_batch(cfg, accelerator, n_devices, *, tpot_budget, prompt_len, gen_len, dtype="bf16",
+               kv_dtype=None, max_batch=4096) -> int:
+    """The batch with the most tokens/s whose TPOT stays within ``tpot_budget`` and which fits.
+
+    Evaluates :func:`estimate` at every batch 1..max_batch and keeps the feasible ones (memory
+    fits, TPOT <= budget); returns the one with the highest tokens/s, or 0 when even batch 1 is
+    infeasible. In this model tokens/s grows with the batch, so it is the largest feasible one.
+
+    >>> best_batch("llama3-70b", "h100", 8, tpot_budget=0.02, prompt_len=1024, gen_len=256)
+    425
+
+    See: Chapter "Serving at scale", "The latency-throughput trade-off".
+    """
+    budget = check_positive("tpot_budget", tpot_budget)
+    top = check_int("max_batch", max_batch, maximum=65536)
+    if np.ndim(budget):
+        raise ValueError(f"tpot_budget={_brief(tpot_budget)} must be a single number")
+    B = np.arange(1, top + 1)
+    e = estimate(cfg, accelerator, n_devices, batch=B, prompt_len=prompt_len, gen_len=gen_len,
+                 dtype=dtype, kv_dtype=kv_dtype)
+    ok = np.asarray(e.fits) & (np.asarray(e.tpot) <= budget)
+    if not ok.any():
+        return 0
+    return int(B[ok][np.argmax(np.asarray(e.tokens_per_s)[ok])])
+
+
+__all__ += ["best_batch"]
 
 
 def min_devices(cfg, accelerator, *, dtype="bf16", kv_bytes=0.0) -> int:
