@@ -40,7 +40,8 @@ from .units import (_brief, check_choice, check_count, check_fraction, check_int
 
 __all__ = ["kv_blocks", "allocate_kv_blocks", "kv_waste", "expected_tokens_per_step",
            "ici_bytes_per_s", "hbm_ici_ratio", "model_parallel_limit", "model_parallel_times",
-           "weight_stationary_comm_time", "best_2d_split", "kv_cache_layout"]
+           "weight_stationary_comm_time", "best_2d_split", "kv_cache_layout",
+           "freed_tokens_per_step"]
 
 
 def _lengths(lengths):
@@ -257,3 +258,21 @@ def kv_cache_layout(K, Y, batch=None):
                              f"leaves after {heads}-way head sharding (K={K}); choose a batch "
                              f"that is a multiple of {rest}")
     return heads, rest
+
+
+def freed_tokens_per_step(batch, prompt_len, gen_len):
+    """KV-cache tokens a full decode server frees per step, on average: B·(P + G) / G.
+
+    Each of the B sequences lives G steps, so B/G finish per step, each freeing its P + G
+    tokens; a continuous-batching server must prefill that many prompt tokens' worth of new
+    requests per step to stay full. Broadcasts.
+
+    >>> freed_tokens_per_step(32, 8192, 4096)
+    96.0
+
+    See: Chapter "Serving at scale", "Continuous batching".
+    """
+    B = check_positive("batch", batch)
+    P = check_count("prompt_len", prompt_len, minimum=0)
+    G = check_count("gen_len", gen_len)
+    return _out(B * (P + G) / G)
