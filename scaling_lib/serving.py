@@ -285,7 +285,41 @@ def best_batch(cfg, accelerator, n_devices, *, tpot_budget, prompt_len, gen_len,
     return int(B[ok][np.argmax(np.asarray(e.tokens_per_s)[ok])])
 
 
-__all__ += ["best_batch"]
+def decode_time_breakdown(cfg, accelerator, n_devices, *, batch, context, dtype="bf16",
+                          kv_dtype=None) -> Breakdown:
+    """A decode step's parts in seconds: reading weights, reading KV, FLOPs, all-reduces.
+
+    "weights" = weight bytes / (n·W_hbm), "kv cache" = B sequences' cache at ``context`` tokens /
+    (n·W_hbm), "flops" = FLOPs / (n·C), "communication" = the 2L tensor-parallel all-reduces on
+    :func:`comm_link`'s link. The step (:func:`estimate`'s TPOT at that context) is
+    max(weights + kv cache, flops) + communication: the first three overlap, the last does not.
+    Broadcasts over an array of ``batch``.
+
+    >>> t = decode_time_breakdown("llama3-70b", "h100", 8, batch=1, context=1152)
+    >>> {k: round(v * 1e3, 2) for k, v in t.items()}  # ms
+    {'weights': 5.19, 'kv cache': 0.01, 'flops': 0.02, 'communication': 4.49}
+
+    See: Chapter "Serving at scale", "The latency-throughput trade-off".
+    """
+    c = models.get(cfg)
+    acc = hardware.get(accelerator)
+    n = check_int("n_devices", n_devices, maximum=2**24)
+    B = check_count("batch", batch)
+    S = check_count("context", context)
+    if np.ndim(S):
+        raise ValueError(f"context={_brief(context)} must be a single number")
+    link, _ = comm_link(acc, n)
+    nbytes = inference.decode_bytes(c, B, S, dtype, kv_dtype)
+    return Breakdown({
+        "weights": _out(nbytes["weights"] / (n * acc.hbm_bytes_per_s) + 0.0 * B),
+        "kv cache": _out(nbytes["kv cache"] / (n * acc.hbm_bytes_per_s)),
+        "flops": _out(inference.decode_flops(c, B, S).total / (n * acc.peak_flops_per_s(dtype))),
+        "communication": _out(inference.tp_decode_comm_time(c, B, n, link, accelerator=acc,
+                                                            dtype=dtype)),
+    }, unit="s")
+
+
+__all__ += ["best_batch", "decode_time_breakdown"]
 
 
 def min_devices(cfg, accelerator, *, dtype="bf16", kv_bytes=0.0) -> int:
