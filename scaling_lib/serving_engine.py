@@ -41,7 +41,7 @@ from .units import (_brief, check_choice, check_count, check_fraction, check_int
 __all__ = ["kv_blocks", "allocate_kv_blocks", "kv_waste", "expected_tokens_per_step",
            "ici_bytes_per_s", "hbm_ici_ratio", "model_parallel_limit", "model_parallel_times",
            "weight_stationary_comm_time", "best_2d_split", "kv_cache_layout",
-           "freed_tokens_per_step"]
+           "freed_tokens_per_step", "speculative_break_even_cost"]
 
 
 def _lengths(lengths):
@@ -123,6 +123,22 @@ def expected_tokens_per_step(alpha, gamma):
     one = np.isclose(a, 1.0)
     safe = np.where(one, 0.5, a)
     return _out(np.where(one, g + 1.0, (1 - safe ** (g + 1)) / (1 - safe)))
+
+
+def speculative_break_even_cost(alpha, gamma):
+    """The draft cost c (in target steps) at which speculation stops paying: (E - 1) / γ.
+
+    A round of γ drafts and one target step costs 1 + γ·c target steps and yields
+    E = :func:`expected_tokens_per_step` tokens; it beats plain decoding (one token per step)
+    while E / (1 + γ·c) > 1, i.e. c < (E - 1) / γ. Broadcasts.
+
+    >>> round(speculative_break_even_cost(0.8, 4), 4)
+    0.5904
+
+    See: Chapter "Serving at scale", "Speculative decoding".
+    """
+    g = check_count("gamma", gamma)
+    return _out((np.asarray(expected_tokens_per_step(alpha, g)) - 1) / g)
 
 
 def ici_bytes_per_s(accelerator) -> float:
