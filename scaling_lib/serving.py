@@ -110,6 +110,20 @@ def _bound(t_math, t_mem, t_comm):
     return str(out) if out.ndim == 0 else out
 
 
+def compute_dtype(accelerator, dtype) -> str:
+    """The precision the matmuls run in for weights stored in ``dtype`` on ``accelerator``.
+
+    ``dtype`` itself when the chip lists a peak for it (fp8 or int8 matmuls), else bf16:
+    weight-only quantization (int4 on GPUs) dequantizes the weights before each matmul, so it
+    saves bytes, not FLOPs, and the activations stay in bf16.
+
+    >>> compute_dtype("h100", "int4"), compute_dtype("h100", "fp8")
+    ('bf16', 'fp8')
+    """
+    acc = hardware.get(accelerator)
+    return dtype if acc.supports(dtype) else "bf16"
+
+
 def estimate(cfg, accelerator, n_devices, *, batch, prompt_len, gen_len, dtype="bf16",
              kv_dtype=None, prefill_mfu=0.4, price_per_device_hour=None) -> ServeEstimate:
     """Latency, throughput, memory and cost of serving ``cfg`` tensor-parallel over n devices.
@@ -121,6 +135,8 @@ def estimate(cfg, accelerator, n_devices, *, batch, prompt_len, gen_len, dtype="
     price·n/(3600·tokens/s)·1e6 dollars per million output tokens. Memory per device: weights
     (all parameters)/n, the KV cache of B sequences of P + G tokens / n, and a rough activation
     working set of one prefill layer, B·P·(2D + 2F/n)·a. Broadcasts over an array of ``batch``.
+
+    FLOPs and activations run in :func:`compute_dtype` (bf16 for weight-only int4).
 
     Args: cfg (preset name or TransformerConfig), accelerator (name or Accelerator),
     n_devices (int), batch, prompt_len, gen_len (counts), dtype / kv_dtype (weights / cache),
@@ -149,12 +165,13 @@ def estimate(cfg, accelerator, n_devices, *, batch, prompt_len, gen_len, dtype="
     if price_per_device_hour is not None:
         price_per_device_hour = check_positive("price_per_device_hour", price_per_device_hour)
     kv_dtype = kv_dtype or dtype
-    peak = acc.peak_flops_per_s(dtype)
+    act = compute_dtype(acc, dtype)
+    peak = acc.peak_flops_per_s(act)
     w = dtype_bytes(dtype)
     link, per_node = comm_link(acc, n)
 
     def comm(tokens):
-        return inference.tp_decode_comm_time(c, tokens, n, link, accelerator=acc, dtype=dtype)
+        return inference.tp_decode_comm_time(c, tokens, n, link, accelerator=acc, dtype=act)
 
     # prefill: the B·P prompt tokens in one causal forward pass
     t_pre_math = roofline.t_math(transformer.forward_flops(c, B, P, causal=True),
@@ -171,13 +188,13 @@ def estimate(cfg, accelerator, n_devices, *, batch, prompt_len, gen_len, dtype="
     t_dec_mem = roofline.t_comms(inference.decode_bytes(c, B, S, dtype, kv_dtype).total,
                                  n * acc.hbm_bytes_per_s)
     t_dec_comm = comm(B)
-    tpot = inference.decode_step_time(c, B, S, acc, n, dtype, kv_dtype, tp=n, link=link)
+    tpot = roofline.time_bounds(t_dec_math, t_dec_mem)[0] + t_dec_comm  # = decode_step_time
 
     tokens_per_s = B * G / (ttft + G * tpot)
     mem = Breakdown({
         "weights": transformer.n_params(c) * w / n,
         "kv cache": transformer.kv_cache_bytes(c, B, P + G, kv_dtype) / n,
-        "activations": _out(B * P * (2 * c.D + 2 * c.F / n) * w),
+        "activations": _out(B * P * (2 * c.D + 2 * c.F / n) * dtype_bytes(act)),
     }, unit="bytes")
     fits = np.asarray(mem.total) <= acc.hbm_bytes
     cost = None
@@ -309,17 +326,18 @@ def decode_time_breakdown(cfg, accelerator, n_devices, *, batch, context, dtype=
     if np.ndim(S):
         raise ValueError(f"context={_brief(context)} must be a single number")
     link, _ = comm_link(acc, n)
+    act = compute_dtype(acc, dtype)
     nbytes = inference.decode_bytes(c, B, S, dtype, kv_dtype)
     return Breakdown({
         "weights": _out(nbytes["weights"] / (n * acc.hbm_bytes_per_s) + 0.0 * B),
         "kv cache": _out(nbytes["kv cache"] / (n * acc.hbm_bytes_per_s)),
-        "flops": _out(inference.decode_flops(c, B, S).total / (n * acc.peak_flops_per_s(dtype))),
+        "flops": _out(inference.decode_flops(c, B, S).total / (n * acc.peak_flops_per_s(act))),
         "communication": _out(inference.tp_decode_comm_time(c, B, n, link, accelerator=acc,
-                                                            dtype=dtype)),
+                                                            dtype=act)),
     }, unit="s")
 
 
-__all__ += ["best_batch", "decode_time_breakdown"]
+__all__ += ["best_batch", "decode_time_breakdown", "compute_dtype"]
 
 
 def min_devices(cfg, accelerator, *, dtype="bf16", kv_bytes=0.0) -> int:
