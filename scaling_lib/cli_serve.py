@@ -71,7 +71,8 @@ def add_serve(sub) -> None:
     s.add_argument("--gpu", required=True, help="accelerator name, e.g. h100, tpu-v5e")
     s.add_argument("--gpus", type=_int("--gpus"), required=True,
                    help="devices the model is tensor-parallel over")
-    s.add_argument("--batch", type=_int("--batch"), required=True, help="sequences decoded together")
+    s.add_argument("--batch", type=_int("--batch"), required=True,
+                   help="sequences decoded together")
     s.add_argument("--prompt-len", type=_int("--prompt-len"), required=True,
                    help="prompt tokens per sequence")
     s.add_argument("--gen-len", type=_int("--gen-len"), required=True,

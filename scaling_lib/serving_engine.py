@@ -215,8 +215,9 @@ def model_parallel_times(batch, D, F, Y, accelerator, *, dtype="bf16", act_dtype
 
 def best_2d_split(D, F, n_devices) -> float:
     """The X (ways over D) that minimises 2D weight-stationary traffic: √(n·D/F), real-valued."""
-    return math.sqrt(check_int("n_devices", n_devices, maximum=2**24) * check_count("D", D)
-                     / check_count("F", F))
+    n = check_int("n_devices", n_devices, maximum=2**24)
+    return _out(np.sqrt(n * np.asarray(check_count("D", D), dtype=float)
+                        / np.asarray(check_count("F", F), dtype=float)))
 
 
 def weight_stationary_comm_time(batch, D, F, n_devices, link_bytes_per_s, *, layout="2d",

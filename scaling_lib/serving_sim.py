@@ -111,7 +111,14 @@ def schedule_step(left, waiting, max_batch, gen_len):
     >>> schedule_step([1, 3], 5, 4, 10)  # one finishes, two join with 9 left
     ([2, 9, 9], 3)
     """
-    run = [check_int("left", x, minimum=1, maximum=2**40) for x in left]
+    try:
+        items = [] if isinstance(left, (str, bytes)) else list(left)
+    except TypeError:
+        items = None
+    if items is None or isinstance(left, (str, bytes)) or len(items) > MAX_REQUESTS:
+        raise ValueError(f"left={_brief(left)} must be a list of at most {MAX_REQUESTS:,} whole "
+                         "numbers: the tokens each running request still has to generate")
+    run = [check_int("left", x, minimum=1, maximum=2**40) for x in items]
     w = check_int("waiting", waiting, minimum=0, maximum=2**40)
     cap = check_int("max_batch", max_batch, maximum=2**40)
     G = check_int("gen_len", gen_len, maximum=2**40)

@@ -1,4 +1,4 @@
-"""`python -m scaling_lib serve`: figures equal to serving.estimate, the Pareto front, one-line errors."""
+"""`python -m scaling_lib serve`: the figures of serving.estimate, its front, one-line errors."""
 
 import json
 import subprocess

@@ -189,7 +189,7 @@ def test_llama3_70b_step_time_and_queries_per_chip():
     qps = {n: 43 / (0.019 * 512 * n) for n in (16, 8, 4)}
     assert round(qps[16], 2) in (0.27, 0.28)           # the book's bf16 row: 0.27
     assert round(qps[8], 2) == 0.55                    # the book prints 0.66 (52 caches)
-    assert qps[4] == pytest.approx(1.1, abs=0.01)                   # the book prints 1.72 (67 caches)
+    assert qps[4] == pytest.approx(1.1, abs=0.01)      # the book prints 1.72 (67 caches)
     assert round(52 / (0.019 * 512 * 8), 2) == 0.67 and round(67 / (0.019 * 512 * 4), 2) == 1.72
 
 

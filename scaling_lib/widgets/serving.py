@@ -17,7 +17,8 @@ from .. import hardware, serving
 BATCHES = 2 ** np.arange(13)  # 1 .. 4096
 DEVICE_COUNTS = (1, 2, 4, 8, 16)
 PRECISIONS = {"bf16": ("bf16", "bf16"), "fp8 weights + fp8 KV": ("fp8", "fp8"),
-              "int8 weights + int8 KV": ("int8", "int8"), "int4 weights + bf16 KV": ("int4", "bf16"),
+              "int8 weights + int8 KV": ("int8", "int8"),
+              "int4 weights + bf16 KV": ("int4", "bf16"),
               "int4 weights + int8 KV": ("int4", "int8")}
 
 
