@@ -106,7 +106,7 @@ def schedule_step(left, waiting, max_batch, gen_len):
     (first come, first served); the new ones are prefilled, which yields their first token
     (gen_len - 1 left); every request already running generates one token; requests with
     nothing left leave. Returns the new ``left`` list (running requests first, then the new
-    ones, in order) and the number still waiting. This is the loop body of :func:`simulate`.
+    ones, in order) and the number still waiting: the step :func:`simulate` repeats (tested).
 
     >>> schedule_step([1, 3], 5, 4, 10)  # one finishes, two join with 9 left
     ([2, 9, 9], 3)
