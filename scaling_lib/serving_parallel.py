@@ -29,7 +29,7 @@ from .parallelism.comms import Comm, element_bytes
 from .parallelism.tensor import kv_replication
 from .units import _brief, check_count, check_fraction, check_int, check_positive, dtype_bytes
 
-__all__ = ["GPT4_CLASS_ASSUMED", "H100_NVL_HBM_BYTES", "VLLM_MEMORY_UTILIZATION", "best_batch",
+__all__ = ["GPT4_CLASS_ASSUMED", "H100_NVL_HBM_BYTES", "VLLM_MEMORY_UTILIZATION",
            "check_decode_tp", "decode_collectives", "decode_comm_bytes", "front",
            "kv_cache_bytes_per_device", "memory_per_device", "smallest_topology", "topologies"]
 
@@ -118,7 +118,8 @@ def kv_cache_bytes_per_device(cfg, tp, B, S, kv_dtype="bf16") -> float:
     return float(np.asarray(transformer.kv_cache_bytes(c, B, S, kv_dtype)) * r / tp)
 
 
-# ---- sizing a deployment: topologies, the smallest one that fits, the best batch ---------------
+# ---- sizing a deployment: topologies, the smallest one that fits, the front --------------------
+# (the best batch for one topology is scaling_lib.serving.best_batch)
 # Cloud TPU v5e and v6e slice shapes on offer: 1x1, 2x2, 2x4, 4x4, 4x8, 8x8, 8x16, 16x16 (Google
 # Cloud TPU documentation, "TPU v5e" and "TPU v6e", supported topologies).
 _TPU_2D_SLICES = (1, 4, 8, 16, 32, 64, 128, 256)
@@ -213,29 +214,6 @@ def smallest_topology(cfg, accelerator, *, dtype="bf16", kv_dtype=None, batch=0,
         if need <= use * acc.hbm_bytes:
             return n
     return None
-
-
-def best_batch(cfg, accelerator, n_devices, *, tpot_budget, prompt_len, gen_len, dtype="bf16",
-               kv_dtype=None, prefill_mfu=0.4, max_batch=4096):
-    """The power-of-two batch with the most tokens/s whose time per output token stays within
-    ``tpot_budget`` seconds and whose memory fits (:func:`scaling_lib.serving.estimate`), or None
-    if even batch 1 misses.
-
-    >>> best_batch("llama3-70b", "h100", 8, tpot_budget=0.02, prompt_len=1024, gen_len=256)
-    256
-    """
-    from . import serving  # a tool built on the same floor
-
-    budget = check_positive("tpot_budget", tpot_budget)
-    top = check_int("max_batch", max_batch, maximum=2**20)
-    batches = np.array([2**i for i in range(21) if 2**i <= top])
-    e = serving.estimate(cfg, accelerator, n_devices, batch=batches, prompt_len=prompt_len,
-                         gen_len=gen_len, dtype=dtype, kv_dtype=kv_dtype, prefill_mfu=prefill_mfu)
-    ok = (np.atleast_1d(e.tpot) <= budget) & np.atleast_1d(e.fits)
-    if not ok.any():
-        return None
-    rate = np.where(ok, np.atleast_1d(e.tokens_per_s), -np.inf)
-    return int(batches[int(np.argmax(rate))])
 
 
 def front(cfg, accelerator, device_counts, batches, *, prompt_len, gen_len, dtype="bf16",

@@ -1,5 +1,5 @@
 """Sizing a deployment (``scaling_lib.serving_parallel``): topologies, the smallest one that fits,
-the best batch under a latency budget, the latency-throughput front, the assumed GPT-4-class
+the latency-throughput front, the assumed GPT-4-class
 shape. Numpy only (the sharded decode itself is tests/test_decode_sharded.py)."""
 
 import numpy as np
@@ -43,24 +43,6 @@ def test_llama3_405b_needs_two_nodes_in_bf16_and_one_in_fp8():
     assert sp.smallest_topology("llama3-405b", "h100", dtype="fp8") == 8
 
 
-@pytest.mark.parametrize("acc, n", [("h100", 8), ("tpu-v5e", 16)])
-@pytest.mark.parametrize("budget", [0.011, 0.015, 0.03])
-def test_best_batch_is_the_best_within_the_budget(acc, n, budget):
-    b = sp.best_batch("llama3-70b", acc, n, tpot_budget=budget, prompt_len=P, gen_len=G,
-                      dtype="int8")
-    batches = np.array([2**i for i in range(13)])
-    e = serving.estimate("llama3-70b", acc, n, batch=batches, prompt_len=P, gen_len=G,
-                         dtype="int8")
-    ok = (e.tpot <= budget) & e.fits
-    assert b is not None and ok[batches == b].all()
-    assert e.tokens_per_s[batches == b][0] == e.tokens_per_s[ok].max()
-
-
-def test_best_batch_none_when_even_batch_one_is_too_slow():
-    assert sp.best_batch("llama3-70b", "h100", 8, tpot_budget=1e-4, prompt_len=P,
-                         gen_len=G) is None
-
-
 def test_front_points_are_not_dominated():
     f = sp.front("llama3-70b", "h100", [4, 8, 16], [1, 4, 16, 64, 256], prompt_len=P,
                  gen_len=G, price_per_device_hour=2.0)
@@ -93,8 +75,6 @@ def test_errata_constants():
     (lambda: sp.memory_per_device("llama3-70b", 8, batch=[1, 2], context=8), "single"),
     (lambda: sp.front("llama3-70b", "h100", [8], list(range(1, 5000)), prompt_len=P,
                       gen_len=G), "at most 4096"),
-    (lambda: sp.best_batch("llama3-70b", "h100", 8, tpot_budget=0, prompt_len=P, gen_len=G),
-     "tpot_budget"),
     (lambda: sp.decode_collectives("llama3-70b", 6, 1), "choose tp in"),
 ])
 def test_bad_input_raises_value_error(call, match):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import collectives, hardware, inference, models, serving, serving_parallel, transformer
 from ..units import dtype_bytes
 
@@ -33,10 +35,10 @@ def tpot(p):
 
 
 def best_batch(p):
-    """Ex 22.4: the power-of-two batch with the most tokens/s within p.budget s per token."""
-    return serving_parallel.best_batch("llama3-70b", p.accelerator, SERVER[p.accelerator],
-                                       tpot_budget=p.budget,
-                                       prompt_len=PROMPT, gen_len=GEN, dtype=p.dtype)
+    """Ex 22.4: the batch (1 to 4096) with the most tokens/s within p.budget s per token."""
+    return serving.best_batch("llama3-70b", p.accelerator, SERVER[p.accelerator],
+                              tpot_budget=p.budget, prompt_len=PROMPT, gen_len=GEN,
+                              dtype=p.dtype, max_batch=4096)
 
 
 def prefill_decode_ratio(p):
@@ -117,11 +119,10 @@ def _one_chip(p):
 
 
 def _largest_fitting(p):
-    e = serving.estimate("llama3-70b", p.accelerator, SERVER[p.accelerator],
-                         batch=[2**i for i in range(13)],
+    batches = np.arange(1, 4097)
+    e = serving.estimate("llama3-70b", p.accelerator, SERVER[p.accelerator], batch=batches,
                          prompt_len=PROMPT, gen_len=GEN, dtype=p.dtype)
-    fit = [2**i for i in range(13) if e.fits[i]]
-    return max(fit)
+    return int(batches[np.asarray(e.fits)].max())
 
 
 def _full_hbm(p):
