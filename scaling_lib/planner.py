@@ -93,7 +93,7 @@ def plan_space(cfg, cluster, global_batch, T, **space) -> dict:
     micro-batch, (virtual stages, schedule) pair, recomputation and sequence-parallel setting.
     Defaults: tp the powers of two that split the heads and fit in a node; pp the divisors of
     n up to L; cp in 1, 2, 4, 8, 16; ep the divisors of E (MoE) or 1; ZeRO 0-3; micro-batch
-    1-16 (powers of two); v = 1 with 1F1B and GPipe, v in 2, 4, 8 interleaved; all
+    1-32 (powers of two); v = 1 with 1F1B and GPipe, v in 2, 3, 4, 6, 8 interleaved; all
     recomputation settings; SP on and off. Combinations that are the same plan as a simpler one
     (GPipe or interleaving without a pipeline, SP without TP, ZeRO without replicas) are not
     listed. Returns arrays ``dp tp pp cp ep zero micro_batch virtual_stages`` (int),
@@ -121,8 +121,8 @@ def plan_space(cfg, cluster, global_batch, T, **space) -> dict:
     cps = _choices("cp", space.get("cp"), (1, 2, 4, 8, 16))
     eps = _choices("ep", space.get("ep"), divisors(c.E) if c.is_moe else (1,))
     zeros = _choices("zero", space.get("zero"), (0, 1, 2, 3), valid=(0, 1, 2, 3))
-    mbs = _choices("micro_batch", space.get("micro_batch"), (1, 2, 4, 8, 16))
-    vs = _choices("virtual_stages", space.get("virtual_stages"), (1, 2, 4, 8))
+    mbs = _choices("micro_batch", space.get("micro_batch"), (1, 2, 4, 8, 16, 32))
+    vs = _choices("virtual_stages", space.get("virtual_stages"), (1, 2, 3, 4, 6, 8))
     scheds = _choices("schedule", space.get("schedule"), SCHEDULES, valid=SCHEDULES)
     recs = _choices("recompute", space.get("recompute"), RECOMPUTE, valid=RECOMPUTE)
     sps = _choices("sequence_parallel", space.get("sequence_parallel"), (False, True))
@@ -456,7 +456,7 @@ def training_run(step_time, n_tokens, global_batch, T, n_devices, *, price_per_g
 
     >>> run = training_run(10.0, 1e12, 1024, 4096, 1024, price_per_gpu_hour=2.0)
     >>> round(run.days, 2), round(run.gpu_hours), round(run.cost)
-    (27.6, 678207, 1356413)
+    (27.59, 678168, 1356337)
     """
     st = check_positive("step_time", step_time)
     tok = check_positive("n_tokens", n_tokens)
@@ -472,18 +472,26 @@ def training_run(step_time, n_tokens, global_batch, T, n_devices, *, price_per_g
     return TrainingRun(float(tok), float(steps), float(seconds), int(n), cost)
 
 
-def days_to_train(n_params, n_tokens, n_devices, peak_flops_per_s, utilization=1.0):
-    """Days to train N parameters on D tokens: 6·N·D / (n · peak · u) / 86,400 s.
+def days_to_train(n_params, n_tokens, n_devices, peak_flops_per_s, utilization=1.0, *,
+                  flops_per_param_token=TRAIN_FLOPS_PER_PARAM_TOKEN):
+    """Days to train N parameters on D tokens: f·N·D / (n · peak · u) / 86,400 s.
+
+    f = 6 FLOPs per parameter and token (forward 2, backward 4), with u the MFU; f = 8 with
+    full activation recomputation and u the hardware utilisation (the forward runs twice):
+    Megatron-LM's end-to-end estimate 8·T·P / (n·X) (Narayanan et al. 2021, section 5.1).
 
     >>> round(days_to_train(175e9, 300e9, 1024, 312e12, 0.5), 1)  # GPT-3 on 1,024 A100s
-    23.8
+    22.8
+    >>> round(days_to_train(175e9, 300e9, 1024, 140e12, flops_per_param_token=8))  # Megatron
+    34
     """
     N = check_positive("n_params", n_params)
     D = check_positive("n_tokens", n_tokens)
     n = check_positive("n_devices", n_devices)
     peak = check_positive("peak_flops_per_s", peak_flops_per_s)
     u = check_fraction("utilization", utilization)
-    return TRAIN_FLOPS_PER_PARAM_TOKEN * N * D / (n * peak * u) / SECONDS_PER_DAY
+    f = check_positive("flops_per_param_token", flops_per_param_token)
+    return f * N * D / (n * peak * u) / SECONDS_PER_DAY
 
 
 def compute_optimal(cluster, days, *, utilization=None, dtype="bf16",
