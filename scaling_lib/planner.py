@@ -236,6 +236,7 @@ class SearchResult(Sequence):
         self.cfg, self.cluster, self.global_batch, self.T = cfg, cluster, global_batch, T
         self.dtype, self.objective, self.space = dtype, objective, space
         self.table, self.n_plans, self.dropped, self.seconds = table, n_plans, dropped, seconds
+        self.n_runnable = len(table["step_time"])  # plans that run, before ``top`` cut them
         self._cache: dict = {}
 
     def __len__(self) -> int:
@@ -380,8 +381,10 @@ def search(cfg, cluster, global_batch, T, *, objective="time", top=None, dtype="
     table = {k: v[order] for k, v in cols.items()} | {k: v[order] for k, v in res.items()}
     dropped = {name: int(np.count_nonzero(cols["reasons"] & bit))
                for name, bit in _BIT.items()}
-    return SearchResult(cfg, cluster, int(global_batch), int(T), dtype, objective, space, table,
-                        n_plans, dropped, time.perf_counter() - t0)
+    res = SearchResult(cfg, cluster, int(global_batch), int(T), dtype, objective, space, table,
+                       n_plans, dropped, time.perf_counter() - t0)
+    res.n_runnable = int(np.count_nonzero(ok))
+    return res
 
 
 def explain(cfg, cluster, plan: ParallelPlan, global_batch, T, *, dtype="bf16", n_devices=None,
