@@ -333,9 +333,10 @@ def estimate_arrays(cfg, cluster, plans: dict, global_batch, T, *, dtype="bf16",
     kv = 2 * M * c.K * c.H * a / np.minimum(tp, c.K)
     cp_step = _coll_time("collective-permute", kv, cp, tp, links)
     cp_mb = n_stage * 3 * np.maximum(0.0, (cp - 1) * cp_step - core_f)
-    # pipeline sends: one activation forward and one gradient back per micro-batch
-    p2p = _coll_time("collective-permute", act / np.where(sp, tp, 1.0), pp, tp * dp * cp, links)
-    pp_mb = np.where(pp > 1, 2 * p2p, 0.0)
+    # pipeline sends: one activation forward and one gradient back per micro-batch and chunk
+    # boundary (v of them with interleaving); Megatron scatters them over the tp ranks
+    p2p = _coll_time("collective-permute", act / tp, pp, tp * dp * cp, links)
+    pp_mb = np.where(pp > 1, 2 * v * p2p, 0.0)
     # ZeRO-3: gather the stage's weights before forward and backward, hidden under compute
     dense_params, expert_params, emb_params = _stage_params(c, P)
     stage_bytes = (dense_params + expert_params) * a
@@ -441,13 +442,14 @@ def _memory_parts(c, P, m, T, a, recipe, flash, emb):
     n_dense = n_stage - n_moe
     per_tok = np.zeros(len(zero))
     work = np.zeros(len(zero))
-    keys = np.stack([P["tp"], P["sequence_parallel"].astype(np.int64),
-                     np.searchsorted(RECOMPUTE, P["recompute"])], axis=1)
-    order = np.argsort(RECOMPUTE)
+    r_idx = np.zeros(len(zero), np.int64)
+    for j, r in enumerate(RECOMPUTE):
+        r_idx[P["recompute"] == r] = j
+    keys = np.stack([P["tp"], P["sequence_parallel"].astype(np.int64), r_idx], axis=1)
     uniq, inv = np.unique(keys, axis=0, return_inverse=True)
     inv = inv.ravel()
     for i, (t, s, r) in enumerate(uniq):
-        rname = np.array(RECOMPUTE)[order][r]
+        rname = RECOMPUTE[r]
         sel = inv == i
         for moe, n in ((False, n_dense[sel]), (True, n_moe[sel])):
             if moe and not c.is_moe:
