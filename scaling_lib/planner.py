@@ -540,19 +540,41 @@ def compute_optimal(cluster, days, *, utilization=None, dtype="bf16",
     return float(n), float(r * n)
 
 
+def pareto(x, y) -> np.ndarray:
+    """True where no other point has both x and y lower or equal (one strictly): the front of
+    two costs to minimise, e.g. days against GPU-hours. Vectorised: sort by x, keep the points
+    whose y beats every point before them.
+
+    >>> pareto([1, 2, 2, 3], [5, 3, 4, 3]).tolist()
+    [True, True, False, False]
+    """
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if x.shape != y.shape or x.ndim != 1:
+        raise ValueError(f"x and y must be 1-D arrays of one shape, not {x.shape} and {y.shape}")
+    order = np.lexsort((y, x))
+    ys = y[order]
+    best_before = np.concatenate(([np.inf], np.minimum.accumulate(ys)[:-1]))
+    keep = np.zeros(len(x), dtype=bool)
+    keep[order] = ys < best_before
+    return keep
+
+
 def shape_for(n_params, *, aspect=128, head_dim=128, V=51200, T_max=2048):
     """A GPT-style model (Megatron's: GeLU MLP with F = 4D, multi-head attention) of about
     ``n_params`` parameters, with D / L = ``aspect`` (GPT-3 175B: 12,288 / 96 = 128).
 
     12·L·D² ≈ n_params with L = D / aspect gives D = (n_params · aspect / 12)^(1/3), rounded to
-    a multiple of ``head_dim`` (N = D / head_dim heads) and L to a whole number of layers.
+    a multiple of 8 · ``head_dim`` (N = D / head_dim heads, a multiple of 8 so that tensor
+    parallelism up to a node of 8 splits them) and L to a whole number of layers.
 
     >>> c = shape_for(175e9)
     >>> c.L, c.D, c.N
     (97, 12288, 96)
     """
     n = check_positive("n_params", n_params)
-    D = max(head_dim, int(round((n * aspect / 12) ** (1 / 3) / head_dim)) * head_dim)
+    step = 8 * head_dim
+    D = max(step, int(round((n * aspect / 12) ** (1 / 3) / step)) * step)
     L = max(1, int(round(n / (12 * D * D))))
     return models.gpt(L, D, D // head_dim, V=V, T_max=T_max, tied_embeddings=False,
                       name=f"gpt-{n / 1e9:.0f}b")
@@ -577,5 +599,5 @@ def predicted_utilization(cluster, n_params, *, T=2048, tokens_per_step=4 * 2**2
 
 
 __all__ = ["RULES", "SearchResult", "TrainingRun", "compute_optimal", "days_to_train",
-           "describe", "explain", "plan_space", "predicted_utilization", "search",
+           "describe", "explain", "pareto", "plan_space", "predicted_utilization", "search",
            "shape_for", "training_run"]
