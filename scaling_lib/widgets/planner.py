@@ -144,3 +144,42 @@ def explorer(model="llama3-70b", accelerator="h100", n_devices=1024, global_batc
     redraw()
     return w.VBox([w.HBox([model_w, acc_w, n_w]), w.HBox([b_w, t_w, obj_w]),
                    w.HBox([tok_w, price_w]), out])
+
+
+def plot_breakdown(ax, estimates, labels):
+    """Stacked bars of each estimate's step: compute, exposed communication, bubble, optimizer
+    (seconds), one bar per (StepEstimate, label)."""
+    parts = (("compute_time", "compute", "#4c72b0"),
+             ("exposed_comm_time", "exposed communication", "#c44e52"),
+             ("bubble_time", "pipeline bubble", "#dd8452"),
+             ("optimizer_time", "optimizer", "#55a868"))
+    left = np.zeros(len(estimates))
+    for attr, name, color in parts:
+        v = np.array([getattr(e, attr) for e in estimates])
+        ax.barh(range(len(estimates)), v, left=left, color=color, label=name)
+        left += v
+    ax.set_yticks(range(len(estimates)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds per step")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(True, axis="x", alpha=0.3)
+
+
+def plot_goodput(ax, mtbf, checkpoint_times, *, restart_time=0.0):
+    """Goodput against the checkpoint interval (minutes, log axis) for each checkpoint time,
+    with Young's optimum sqrt(2·δ·M) marked on each curve."""
+    from .. import reliability
+
+    taus = np.logspace(0.5, 4.5, 400)
+    for j, d in enumerate(checkpoint_times):
+        g = [reliability.goodput(t, d, mtbf, restart_time=restart_time) for t in taus]
+        best = reliability.young_daly_interval(d, mtbf)
+        gb = reliability.goodput(best, d, mtbf, restart_time=restart_time)
+        ax.plot(taus / 60, g, color=f"C{j}", label=f"checkpoint {d:g} s")
+        ax.plot(best / 60, gb, "o", color=f"C{j}")
+    ax.set_xscale("log")
+    ax.set_xlabel("checkpoint interval (minutes of work)")
+    ax.set_ylabel("goodput")
+    ax.set_ylim(0, 1)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
