@@ -18,10 +18,16 @@ import argparse
 import json
 
 from . import hardware, models, planner, transformer
-from .cli import UsageError
 from .hardware.clusters import Link
 from .parallelism.plan import RECOMPUTE, SCHEDULES, ParallelPlan
 from .units import fmt_bytes, fmt_seconds
+
+def UsageError(message: str) -> Exception:  # noqa: N802  (raised like the class it builds)
+    """:class:`scaling_lib.cli.UsageError` (imported when raised: ``cli`` imports this module)."""
+    from .cli import UsageError as error
+
+    return error(message)
+
 
 GPT_VOCAB = 51_200  # Megatron-LM's padded GPT-2 vocabulary (Narayanan et al. 2021, Table 1)
 

@@ -132,7 +132,8 @@ def test_bad_input_is_one_line_exit_2(argv, needle, capsys):
 
 
 def test_subprocess_entry_points():
-    ok = subprocess.run([sys.executable, "-m", "scaling_lib"] + EST + ["--tp", "2", "--json"],
+    ok = subprocess.run([sys.executable, "-m", "scaling_lib"] + EST + ["--tp", "2", "--zero", "1",
+                                                                      "--json"],
                         capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["fits"] is True
