@@ -119,3 +119,13 @@ def test_vectorised_path_is_fast():
     r = estimate_arrays("llama3-70b", hardware.cluster("h100", 1024), plans, 1024, 4096)
     assert time.perf_counter() - t < 2.0
     assert r["step_time"].shape == (n,) and np.all(r["step_time"] > 0)
+
+
+def test_inlined_switch_costs_match_the_collectives_module():
+    from scaling_lib.collectives import collective_time
+    from scaling_lib.parallelism.estimate import _switch_time
+
+    for kind in ("all-gather", "reduce-scatter", "all-reduce", "all-to-all"):
+        for n in (2, 8, 64):
+            want = collective_time(kind, 1e8, n, 5e10, topology="switch", latency=3e-6)
+            assert np.isclose(_switch_time(kind, 1e8, n, 5e10, 3e-6), want)

@@ -44,7 +44,6 @@ import numpy as np
 
 from .. import hardware, memory as _memory, models, transformer
 from ..breakdown import Breakdown
-from ..collectives import collective_time
 from ..units import _brief, check_count, dtype_bytes
 from .plan import RECOMPUTE, SCHEDULES, ParallelPlan, check_plan, pipeline_bubble_fraction
 
@@ -52,6 +51,10 @@ from .plan import RECOMPUTE, SCHEDULES, ParallelPlan, check_plan, pipeline_bubbl
 # fp32 gradient (4), read and write the fp32 master weight (8) and both moments (16), write the
 # bf16 weight (2), and read the gradient once more for the global norm (4): 34.
 ADAM_BYTES_PER_PARAM = 34.0
+# The fp32 cross-entropy over the logits, HBM bytes per logit (forward and backward): cast the
+# bf16 logits to fp32 (2 + 4), max and sum of exponentials (4 + 4), softmax written (4), the
+# gradient read and written back in bf16 (4 + 2): 24.
+LOSS_BYTES_PER_LOGIT = 24.0
 # Megatron-Core's default gradient bucket (40M parameters) in bf16 bytes; DDP's is 25 MB.
 GRAD_BUCKET_BYTES = 80e6
 # Fixed memory a training process holds besides tensors: CUDA context and cuBLAS workspaces
@@ -72,11 +75,13 @@ class Calibration:
 
     ``gemm_efficiency`` η_c: fraction of the dense peak a large matmul reaches (cuBLAS on big
     shapes). ``hbm_efficiency`` η_m: fraction of HBM bandwidth a streaming kernel reaches.
-    ``kernel_time`` τ (s): shortest time a kernel occupies the GPU, the host's dispatch time
-    (PyTorch eager plus the launch). ``nvlink_efficiency`` and ``network_efficiency``: fraction
-    of the one-way line rate NCCL reaches on large messages inside and across nodes.
-    ``network_latency`` (s): per-step latency of a collective across nodes (NIC, switches,
-    NCCL's protocol), replacing the cluster's nominal hop latency.
+    ``kernel_time`` τ (s): host time to dispatch one kernel (PyTorch eager, the framework's
+    Python, the launch): a layer takes at least its kernels' count times τ.
+    ``nvlink_efficiency`` and ``network_efficiency``: fraction of the one-way line rate NCCL
+    reaches on large messages inside and across nodes. ``nvlink_latency`` and
+    ``network_latency`` (s): time of one step of a collective's schedule inside a node and
+    across nodes (NCCL's protocol, the NIC and switches), replacing the clusters' nominal
+    hop latencies.
     ``step_overhead`` (s): per-step host work outside the kernels (data loader, logging,
     the loss scaler's checks).
     """
@@ -85,6 +90,7 @@ class Calibration:
     hbm_efficiency: float = 0.80
     kernel_time: float = 10e-6
     nvlink_efficiency: float = 0.75
+    nvlink_latency: float = 5e-6
     network_efficiency: float = 0.70
     network_latency: float = 20e-6
     step_overhead: float = 0.0
@@ -143,19 +149,23 @@ class StepEstimate:
 
 # ---- kernels on one accelerator -----------------------------------------------------------------
 def _gemm_time(M, K, N, batch, acc, a, cal):
-    """Seconds of ``batch`` matmuls [M, K] x [K, N]: FLOPs at η_c·C plus bytes at η_m·W, at
-    least the dispatch time τ. Broadcasts."""
+    """GPU seconds of ``batch`` matmuls [M, K] x [K, N]: FLOPs at η_c·C plus bytes at η_m·W
+    (a roofline sum: thin matmuls pay for their bytes). Broadcasts."""
     flops = 2.0 * M * K * N * batch
     nbytes = a * (M * K + K * N + M * N) * batch
-    t = flops / (cal.gemm_efficiency * acc.peak_flops_per_s(_dt(a))) \
+    return flops / (cal.gemm_efficiency * acc.peak_flops_per_s(_dt(a))) \
         + nbytes / (cal.hbm_efficiency * acc.hbm_bytes_per_s)
-    return np.maximum(t, cal.kernel_time)
 
 
-def _stream_time(nbytes, acc, cal, n_kernels):
-    """Seconds of memory-bound kernels moving ``nbytes`` in all, at least τ per kernel."""
-    return np.maximum(nbytes / (cal.hbm_efficiency * acc.hbm_bytes_per_s),
-                      n_kernels * cal.kernel_time)
+def _stream_time(nbytes, acc, cal, n_kernels=1):
+    """GPU seconds of memory-bound kernels moving ``nbytes`` in all."""
+    return nbytes / (cal.hbm_efficiency * acc.hbm_bytes_per_s)
+
+
+def _host_bound(gpu_time, n_kernels, cal):
+    """A sequence of kernels takes the longer of the GPU's work and the host's dispatch of
+    them, n_kernels · τ (the host runs ahead of the GPU asynchronously, so the two overlap)."""
+    return np.maximum(gpu_time, n_kernels * cal.kernel_time)
 
 
 def _dt(a):
@@ -206,15 +216,31 @@ def _links(cluster, cal):
     """(intra-node bytes/s, latency, inter-node bytes/s, latency, devices per node)."""
     intra = cluster.intra_node
     w_in = intra.bytes_per_s if cluster.topology in ("switch", "ring") else intra.bytes_per_s / 2
-    return (w_in * cal.nvlink_efficiency, intra.latency,
+    return (w_in * cal.nvlink_efficiency, cal.nvlink_latency,
             cluster.inter_node.bytes_per_s * cal.network_efficiency, cal.network_latency,
             cluster.devices_per_node)
 
 
+def _switch_time(kind, V, n, W, latency):
+    """Alpha-beta time of one collective on a switch, the terms of
+    :func:`scaling_lib.collectives.cost_terms` (s steps, b bytes per array byte) inlined for
+    speed on arrays: all-gather and reduce-scatter s = n - 1, b = (n - 1)/n; all-reduce twice
+    both; all-to-all s = n - 1, b = (n - 1)/n². tests/test_estimate.py checks they agree."""
+    n = np.asarray(n, dtype=float)
+    s = n - 1
+    b = (n - 1) / n
+    if kind == "all-reduce":
+        s, b = 2 * s, 2 * b
+    elif kind == "all-to-all":
+        b = b / n
+    return s * latency + b * V / W
+
+
 def _coll_time(kind, V, g, stride, links):
     """Seconds of one collective of the full array V over groups of g devices whose members are
-    ``stride`` apart: a reduce-scatter inside each node, the collective across nodes on V/m,
-    an all-gather back (:func:`scaling_lib.collectives.hierarchical_schedule`). Broadcasts."""
+    ``stride`` apart, m of them per node: a reduce-scatter inside each node, the collective
+    across the k = g/m nodes on V/m, an all-gather back
+    (:func:`scaling_lib.collectives.hierarchical_schedule`). Broadcasts."""
     w_in, l_in, w_out, l_out, per_node = links
     g = np.asarray(g, dtype=float)
     m = np.clip(np.floor(per_node / np.maximum(stride, 1)), 1, None)
@@ -222,25 +248,20 @@ def _coll_time(kind, V, g, stride, links):
     m = np.where(g % m == 0, m, 1.0)
     k = g / m
     V = np.asarray(V, dtype=float)
-    t_in = np.zeros(np.broadcast(V, g).shape)
-    t_out = np.zeros_like(t_in)
     if kind == "all-reduce":
-        t_in = t_in + 2 * collective_time("all-gather", V, m, w_in, topology="switch",
-                                          latency=l_in)
-        t_out = t_out + collective_time("all-reduce", V / m, k, w_out, topology="switch",
-                                        latency=l_out)
+        t_in = 2 * _switch_time("all-gather", V, m, w_in, l_in)
+        t_out = _switch_time("all-reduce", V / m, k, w_out, l_out)
     elif kind in ("all-gather", "reduce-scatter"):
-        t_in = t_in + collective_time(kind, V, m, w_in, topology="switch", latency=l_in)
-        t_out = t_out + collective_time(kind, V / m, k, w_out, topology="switch", latency=l_out)
+        t_in = _switch_time(kind, V, m, w_in, l_in)
+        t_out = _switch_time(kind, V / m, k, w_out, l_out)
     elif kind == "all-to-all":
-        t_in = t_in + collective_time(kind, V / k, m, w_in, topology="switch", latency=l_in)
-        t_out = t_out + collective_time(kind, V / m, k, w_out, topology="switch", latency=l_out)
+        t_in = _switch_time(kind, V / k, m, w_in, l_in)
+        t_out = _switch_time(kind, V / m, k, w_out, l_out)
     else:  # collective-permute: V bytes to a neighbour, across nodes when stride fills a node
         cross = np.asarray(stride) >= per_node
         t_in = np.where(cross, 0.0, l_in + V / w_in)
         t_out = np.where(cross, l_out + V / w_out, 0.0)
-    t = np.where(g > 1, t_in + t_out, 0.0)
-    return t
+    return np.where(g > 1, t_in + t_out, 0.0)
 
 
 # ---- the vectorised estimate --------------------------------------------------------------------
@@ -309,15 +330,22 @@ def estimate_arrays(cfg, cluster, plans: dict, global_batch, T, *, dtype="bf16",
                                           causal)
     core_f = core_f * cp  # ring attention: cp blocks of T/cp keys
     dense_f, moe_f = dense_f + core_f * (1 - 1 / cp), moe_f + core_f * (1 - 1 / cp)
+    # kernels per layer forward: QKV and output projections, attention (one fused kernel, or
+    # two batched matmuls, the softmax and the dropout), the element-wise ops, the MLP's three;
+    # a backward launches about twice as many
+    mask = 1.0 if c.dropout else 0.0
+    k_layer = 2 + (1 if flash_attention else 4) + 4 + 2 * (1 + mask) + 3 + (4 if c.is_moe else 0)
     n_stage = np.ceil(c.L / pp)
     n_moe = np.minimum(c.n_moe_layers, n_stage)  # the deeper stages hold the MoE layers
     n_dense = n_stage - n_moe
     layers_f = n_dense * dense_f + n_moe * moe_f
     re_f = np.where(rec == "full", layers_f, np.where(rec == "selective", n_stage * core_f, 0.0))
     head_f = _gemm_time(M, c.D, c.V / tp, 1, acc, a, cal) \
-        + _stream_time(M * c.V / tp * 4 * 3, acc, cal, 3)  # fp32 logits: cast, softmax, loss
-    stage_mb = 3 * layers_f + re_f  # backward: twice the forward's work
-    head_mb = 3 * head_f
+        + _stream_time(M * c.V / tp * LOSS_BYTES_PER_LOGIT / 3, acc, cal)
+    k_re = np.where(rec == "full", k_layer, np.where(rec == "selective", 3, 0))
+    # backward: twice the forward's work; the host dispatches every kernel
+    stage_mb = _host_bound(3 * layers_f + re_f, n_stage * (3 * k_layer + k_re), cal)
+    head_mb = _host_bound(3 * head_f, 12, cal)
 
     # tensor-parallel and expert communication: on the critical path
     act = M * c.D * a
@@ -366,7 +394,7 @@ def estimate_arrays(cfg, cluster, plans: dict, global_batch, T, *, dtype="bf16",
     # optimizer: Adam over the local shard, then ZeRO's gather of the updated weights
     shard = np.where(zero >= 1, dense_params / zg + expert_params / np.maximum(zg / ep, 1),
                      dense_params + expert_params)
-    opt = _stream_time(shard * ADAM_BYTES_PER_PARAM, acc, cal, 10)
+    opt = _host_bound(_stream_time(shard * ADAM_BYTES_PER_PARAM, acc, cal), 10, cal)
     ag_opt = np.where((zero >= 1) & (zero < 3), _coll_time("all-gather", stage_bytes, zg, tp,
                                                           links), 0.0)
     optimizer = opt + ag_opt
