@@ -331,6 +331,12 @@ def search(cfg, cluster, global_batch, T, *, objective="time", top=None, dtype="
     deadline.
     Each device count is timed in one vectorised call of ``estimate_arrays``; ``progress``
     (default: when more than ``chunk`` plans) shows a tqdm bar if tqdm is installed.
+
+    >>> res = search("llama3-8b", hardware.cluster("h100", 16), 64, 4096, top=3)
+    >>> len(res), res[0].step_time <= res[1].step_time, res.n_runnable > 1000
+    (3, True, True)
+    >>> res.explain(ParallelPlan(dp=8, pp=2, zero=3))[0][:9]
+    'ZeRO-2/3 '
     """
     from .parallelism.estimate import estimate_arrays
 

@@ -214,3 +214,29 @@ def test_shape_for_hits_the_size():
         body = transformer.param_count(cfg).total - cfg.V * cfg.D * 2 - cfg.learned_positions \
             * cfg.D
         assert abs(body / n - 1) < 0.1 and cfg.D % 128 == 0
+
+
+def test_progress_bar_counts_every_timed_plan(monkeypatch):
+    """With tqdm present (here a stand-in) a search shows a bar that advances by every valid
+    plan; without it the search runs silently."""
+    import sys
+    import types
+
+    seen = {}
+
+    class Bar:
+        def __init__(self, total, **kw):
+            seen["total"], seen["done"] = total, 0
+
+        def update(self, n):
+            seen["done"] += n
+
+        def close(self):
+            seen["closed"] = True
+
+    monkeypatch.setitem(sys.modules, "tqdm", types.ModuleType("tqdm"))
+    monkeypatch.setitem(sys.modules, "tqdm.auto", types.SimpleNamespace(tqdm=Bar))
+    res = planner.search("llama3-8b", H100_16, 64, 4096, progress=True, chunk=1000)
+    valid = res.n_plans - np.count_nonzero(
+        planner.plan_space("llama3-8b", H100_16, 64, 4096)["reasons"])
+    assert seen == {"total": valid, "done": valid, "closed": True}
