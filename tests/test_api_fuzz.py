@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from scaling_lib import (breakdown, collectives, hardware, inference, memory, models,
                          parallelism, published, roofline, serving, serving_engine,
-                         serving_sim, sharding, transformer, units)
+                         serving_parallel, serving_sim, sharding, transformer, units)
 from scaling_lib.parallelism import split as _split, steptime as _steptime, timeline as _timeline
 from scaling_lib.breakdown import Breakdown
 from scaling_lib.parallelism import ParallelPlan
@@ -42,7 +42,7 @@ MODULES = (units, breakdown, hardware, roofline, collectives, models, transforme
            inference, parallelism, parallelism.context, parallelism.data, parallelism.fsdp,
            parallelism.tensor,
            published, sharding, _steptime, _timeline, _split, serving, serving_sim,
-           serving_engine)
+           serving_engine, serving_parallel)
 
 # Public callables that are not fuzzed, and why.
 EXCLUDED = {
