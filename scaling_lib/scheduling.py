@@ -488,3 +488,22 @@ def replan_pays(curve: ScalingCurve, remaining_tokens, n, m, replan_cost=REPLAN_
         raise ValueError(f"no feasible plan at n={n} or m={m} GPUs")
     return bool(remaining_tokens * (1 / old - 1 / new) > check_positive(
         "replan_cost", replan_cost, allow_zero=True))
+
+
+def example_workload() -> list[Job]:
+    """The chapter's mix: five runs of 8B to 70B parameters arriving over four days.
+
+    Token budgets are chosen so the whole mix needs roughly a week of a 1,024-GPU A100 cluster;
+    sequences of 4,096 tokens, global batches of 512 (8B, 13B) or 1,024 (70B) sequences.
+
+    >>> [(j.name, j.arrival / 86400) for j in example_workload()]
+    [('8b-a', 0.0), ('70b', 0.5), ('13b', 1.0), ('8b-b', 2.0), ('8b-c', 4.0)]
+    """
+    day = 86400.0
+    return [
+        Job("8b-a", "llama3-8b", 300e9, global_batch=512, arrival=0.0),
+        Job("70b", "llama3-70b", 100e9, global_batch=1024, arrival=0.5 * day),
+        Job("13b", "llama2-13b", 250e9, global_batch=512, arrival=1.0 * day),
+        Job("8b-b", "llama3-8b", 200e9, global_batch=512, arrival=2.0 * day),
+        Job("8b-c", "llama3-8b", 100e9, global_batch=512, arrival=4.0 * day),
+    ]
