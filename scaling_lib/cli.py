@@ -102,6 +102,8 @@ def _grade(args) -> int:
 
 
 SUBCOMMANDS = [_add_grade]
+from .cli_train import COMMANDS as _TRAINING  # noqa: E402  (estimate, plan, optimal)
+SUBCOMMANDS += _TRAINING
 
 
 def parser() -> argparse.ArgumentParser:

@@ -16,6 +16,8 @@ from . import data, fsdp, tensor
 from .comms import Comm, collectives, constraints, totals
 from .plan import SCHEDULES, ParallelPlan, pipeline_bubble_fraction
 from . import split, steptime, timeline  # noqa: E402  (after the strategies they build on)
+from .estimate import StepEstimate, estimate, estimate_arrays  # noqa: E402
 
-__all__ = ["SCHEDULES", "Comm", "ParallelPlan", "collectives", "constraints", "data", "fsdp",
+__all__ = ["SCHEDULES", "Comm", "ParallelPlan", "StepEstimate", "collectives", "constraints", "data",
+           "estimate", "estimate_arrays", "fsdp",
            "pipeline_bubble_fraction", "split", "steptime", "tensor", "timeline", "totals"]
