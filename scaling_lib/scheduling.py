@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import hardware, models, transformer
-from .units import _brief, check_choice, check_count, check_int, check_positive
+from .units import _brief, check_choice, check_int, check_positive
 
 SCHEDULERS = ("fcfs", "proportional", "guided")
 REPLAN_COST = 600.0  # s: save a checkpoint, restart on new GPUs, re-shard (an assumption; vary it)
@@ -145,6 +145,7 @@ class ScalingCurve:
 
     def throughput(self, n) -> float:
         """Tokens/s on ``n`` GPUs: the best allowed allocation not above n (0 if none fits)."""
+        n = check_int("n", n, minimum=0)
         i = np.searchsorted(self.sizes, n, side="right") - 1
         return float(self.tokens_per_s[:i + 1].max()) if i >= 0 else 0.0
 
@@ -157,7 +158,7 @@ class ScalingCurve:
         """The allocation (at most ``max_gpus``) with the highest tokens/s; the smallest on ties."""
         mask = self.tokens_per_s > 0
         if max_gpus is not None:
-            mask &= self.sizes <= max_gpus
+            mask &= self.sizes <= check_int("max_gpus", max_gpus)
         if not mask.any():
             return None
         thr = np.where(mask, self.tokens_per_s, -1.0)
@@ -325,6 +326,41 @@ def _proportional(jobs, curves, n_gpus, *_):
     return alloc
 
 
+def next_grant(curves: dict, alloc: dict, free) -> tuple | None:
+    """The guided scheduler's next step: (job, new size) with the most added model FLOP/s per
+    added GPU among the grants that fit in ``free`` GPUs, or None when no grant adds throughput.
+
+    ``alloc`` maps the jobs that may grow to their current GPUs; ties go to the job listed first,
+    then to the smaller size.
+
+    >>> c = {"a": ScalingCurve([8, 16, 32], [1e5, 1.6e5, 1.8e5], 6e9, 1e15),
+    ...      "b": ScalingCurve([8, 16, 32], [1e5, 1.9e5, 2.6e5], 6e9, 1e15)}
+    >>> next_grant(c, {"a": 8, "b": 8}, 16)
+    ('b', 16)
+    >>> next_grant(c, {"a": 8, "b": 8}, 0) is None
+    True
+    """
+    free = check_int("free", free, minimum=0)
+    if not isinstance(curves, dict) or not isinstance(alloc, dict) or not set(alloc) <= set(curves):
+        raise ValueError(f"curves={_brief(curves)} must be a dict of ScalingCurve and "
+                         f"alloc={_brief(alloc)} a dict of GPU counts for some of its keys")
+    for name, n in alloc.items():
+        _check_curve(curves[name])
+        check_int(f"alloc[{name!r}]", n, minimum=0)
+    best = None
+    for name, n in alloc.items():
+        c = curves[name]
+        up = c.sizes[(c.sizes > n) & (c.sizes - n <= free)]
+        if not up.size:
+            continue
+        gain = (np.array([c.throughput(s) for s in up]) - c.throughput(n)) * c.flops_per_token
+        per_gpu = gain / (up - n)
+        k = int(np.argmax(per_gpu))
+        if per_gpu[k] > 0 and (best is None or per_gpu[k] > best[0]):
+            best = (per_gpu[k], name, int(up[k]))
+    return None if best is None else best[1:]
+
+
 def _greedy(jobs, curves, n_gpus, pinned):
     """Smallest feasible allocations first, then GPUs to the best marginal FLOP/s per GPU."""
     alloc, free = {}, n_gpus
@@ -334,22 +370,10 @@ def _greedy(jobs, curves, n_gpus, pinned):
             alloc[j.name] = lo
             free -= lo
     while True:
-        best = None
-        for j in jobs:
-            if j.name not in alloc or j.name in pinned:
-                continue
-            c, n = curves[j.name], alloc[j.name]
-            up = c.sizes[(c.sizes > n) & (c.sizes - n <= free)]
-            if not up.size:
-                continue
-            gain = (np.array([c.throughput(s) for s in up]) - c.throughput(n)) * c.flops_per_token
-            per_gpu = gain / (up - n)
-            k = int(np.argmax(per_gpu))
-            if per_gpu[k] > 0 and (best is None or per_gpu[k] > best[0]):
-                best = (per_gpu[k], j.name, int(up[k]))
-        if best is None:
+        grant = next_grant(curves, {k: v for k, v in alloc.items() if k not in pinned}, free)
+        if grant is None:
             return alloc
-        _, name, size = best
+        name, size = grant
         free -= size - alloc[name]
         alloc[name] = size
 
@@ -463,13 +487,20 @@ def compare(jobs, curves, n_gpus, *, replan_cost=REPLAN_COST) -> dict:
     return {s: simulate(jobs, curves, n_gpus, s, replan_cost=replan_cost) for s in SCHEDULERS}
 
 
+def _check_curve(curve):
+    if not isinstance(curve, ScalingCurve):
+        raise ValueError(f"curve={_brief(curve)} must be a scheduling.ScalingCurve")
+    return curve
+
+
 def marginal_throughput(curve: ScalingCurve, n, m) -> float:
     """Added model FLOP/s per added GPU when a job grows from ``n`` to ``m`` GPUs.
 
     >>> marginal_throughput(ScalingCurve([8, 16], [1e5, 1.6e5], 6e9, 1e15), 8, 16)
     45000000000000.0
     """
-    n, m = check_count("n", n), check_count("m", m)
+    _check_curve(curve)
+    n, m = check_int("n", n), check_int("m", m)
     if m <= n:
         raise ValueError(f"m={m} must be larger than n={n}")
     return (curve.throughput(m) - curve.throughput(n)) * curve.flops_per_token / (m - n)
@@ -482,6 +513,8 @@ def replan_pays(curve: ScalingCurve, remaining_tokens, n, m, replan_cost=REPLAN_
     >>> replan_pays(c, 1e9, 8, 16), replan_pays(c, 1e7, 8, 16)
     (True, False)
     """
+    _check_curve(curve)
+    n, m = check_int("n", n), check_int("m", m)
     remaining_tokens = check_positive("remaining_tokens", remaining_tokens)
     old, new = curve.throughput(n), curve.throughput(m)
     if old == 0 or new == 0:
