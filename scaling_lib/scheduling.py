@@ -45,6 +45,7 @@ from . import hardware, models, transformer
 from .units import _brief, check_choice, check_int, check_positive
 
 SCHEDULERS = ("fcfs", "proportional", "guided")
+OBJECTIVES = ("completion", "throughput")
 REPLAN_COST = 600.0  # s: save a checkpoint, restart on new GPUs, re-shard (an assumption; vary it)
 _DONE = 1e-9  # a job whose remaining tokens fall below this fraction of its budget has finished
 
@@ -227,6 +228,7 @@ class Schedule:
     completion: dict  # job name -> finish time (s)
     arrival: dict  # job name -> arrival time (s)
     useful_flops: float  # model FLOPs of every job's token budget
+    replans: int = 0  # allocation changes of jobs already running (each paid the re-plan cost)
 
     @property
     def makespan(self) -> float:
@@ -277,7 +279,7 @@ def _check_inputs(jobs, curves, n_gpus, scheduler, replan_cost):
     return jobs, n_gpus, replan_cost
 
 
-def _fcfs(jobs, curves, n_gpus, current, *_):
+def _fcfs(jobs, curves, n_gpus, current, *_, **__):
     """Running jobs keep their GPUs; waiting ones start in arrival order, no overtaking."""
     alloc = dict(current)
     free = n_gpus - sum(alloc.values())
@@ -302,7 +304,7 @@ def _admit_minimum(jobs, curves, n_gpus):
     return alloc, free
 
 
-def _proportional(jobs, curves, n_gpus, *_):
+def _proportional(jobs, curves, n_gpus, *_, **__):
     """GPUs in proportion to parameter count, rounded down to an allowed size."""
     alloc, free = _admit_minimum(jobs, curves, n_gpus)
     admitted = [j for j in jobs if j.name in alloc]
@@ -326,12 +328,14 @@ def _proportional(jobs, curves, n_gpus, *_):
     return alloc
 
 
-def next_grant(curves: dict, alloc: dict, free) -> tuple | None:
+def next_grant(curves: dict, alloc: dict, free, weights: dict | None = None) -> tuple | None:
     """The guided scheduler's next step: (job, new size) with the most added model FLOP/s per
     added GPU among the grants that fit in ``free`` GPUs, or None when no grant adds throughput.
 
     ``alloc`` maps the jobs that may grow to their current GPUs; ties go to the job listed first,
-    then to the smaller size.
+    then to the smaller size. ``weights`` (default 1 for every job) multiplies each job's gain:
+    the guided scheduler's "completion" objective weighs a job by one over its remaining model
+    FLOPs, so the gain becomes the rate at which the job's remaining work shrinks.
 
     >>> c = {"a": ScalingCurve([8, 16, 32], [1e5, 1.6e5, 1.8e5], 6e9, 1e15),
     ...      "b": ScalingCurve([8, 16, 32], [1e5, 1.9e5, 2.6e5], 6e9, 1e15)}
@@ -347,6 +351,10 @@ def next_grant(curves: dict, alloc: dict, free) -> tuple | None:
     for name, n in alloc.items():
         _check_curve(curves[name])
         check_int(f"alloc[{name!r}]", n, minimum=0)
+    if weights is not None and (not isinstance(weights, dict) or not set(alloc) <= set(weights)):
+        raise ValueError(f"weights={_brief(weights)} must be a dict with a weight per job of alloc")
+    w = {name: 1.0 if weights is None else float(check_positive(f"weights[{name!r}]", weights[name]))
+         for name in alloc}
     best = None
     for name, n in alloc.items():
         c = curves[name]
@@ -354,14 +362,14 @@ def next_grant(curves: dict, alloc: dict, free) -> tuple | None:
         if not up.size:
             continue
         gain = (np.array([c.throughput(s) for s in up]) - c.throughput(n)) * c.flops_per_token
-        per_gpu = gain / (up - n)
+        per_gpu = w[name] * gain / (up - n)
         k = int(np.argmax(per_gpu))
         if per_gpu[k] > 0 and (best is None or per_gpu[k] > best[0]):
             best = (per_gpu[k], name, int(up[k]))
     return None if best is None else best[1:]
 
 
-def _greedy(jobs, curves, n_gpus, pinned):
+def _greedy(jobs, curves, n_gpus, pinned, weights=None):
     """Smallest feasible allocations first, then GPUs to the best marginal FLOP/s per GPU."""
     alloc, free = {}, n_gpus
     for j in jobs:
@@ -370,7 +378,8 @@ def _greedy(jobs, curves, n_gpus, pinned):
             alloc[j.name] = lo
             free -= lo
     while True:
-        grant = next_grant(curves, {k: v for k, v in alloc.items() if k not in pinned}, free)
+        grant = next_grant(curves, {k: v for k, v in alloc.items() if k not in pinned}, free,
+                           weights)
         if grant is None:
             return alloc
         name, size = grant
@@ -378,11 +387,15 @@ def _greedy(jobs, curves, n_gpus, pinned):
         alloc[name] = size
 
 
-def _guided(jobs, curves, n_gpus, current, remaining, replan_cost):
+def _guided_greedy(jobs, curves, n_gpus, current, remaining, replan_cost, objective, pinned=None):
     """The marginal-throughput greedy, keeping a running job's GPUs when growing it won't pay."""
-    pinned: dict = {}
+    weights = None
+    if objective == "completion":
+        weights = {j.name: 1.0 / (remaining[j.name] * curves[j.name].flops_per_token)
+                   for j in jobs}
+    pinned = dict(pinned or {})
     for _ in range(len(jobs) + 1):
-        alloc = _greedy(jobs, curves, n_gpus, pinned)
+        alloc = _greedy(jobs, curves, n_gpus, pinned, weights)
         unpaid = []
         for j in jobs:
             old, new = current.get(j.name, 0), alloc.get(j.name, 0)
@@ -398,49 +411,68 @@ def _guided(jobs, curves, n_gpus, current, remaining, replan_cost):
     return alloc
 
 
+def _guided(jobs, curves, n_gpus, current, remaining, replan_cost, objective="completion",
+            t=0.0, state=None):
+    """The guided scheduler. Three candidate allocations: the greedy re-plan; every running job
+    keeps its GPUs and the greedy places only the waiting jobs; or they wait in line as under
+    FCFS. It takes the one the planner's curves predict finishes the present jobs soonest (sum of
+    completion times for "completion", the last completion for "throughput"), counting the
+    re-plan costs and assuming no further arrivals."""
+    replan = _guided_greedy(jobs, curves, n_gpus, current, remaining, replan_cost, objective)
+    running = {k: v for k, v in current.items() if v}
+    keep = _guided_greedy(jobs, curves, n_gpus, current, remaining, replan_cost, objective,
+                          pinned=running)
+    queue = _fcfs(jobs, curves, n_gpus, running)
+    candidates = [replan] + [c for c in (keep, queue) if c != replan]
+    if len(candidates) == 1 or state is None:
+        return replan
+
+    def outcome(first):
+        fresh = (dict(state[0]), dict(state[1]), dict(state[2]), set(state[3]))
+        done, *_ = _play(jobs, curves, n_gpus, _guided_greedy, replan_cost, objective,
+                         t=t, state=fresh, first=first)
+        times = list(done.values())
+        return sum(times) if objective == "completion" else max(times)
+
+    scores = [outcome(c) for c in candidates]
+    return candidates[int(np.argmin(scores))]
+
+
 _POLICIES = {"fcfs": _fcfs, "proportional": _proportional, "guided": _guided}
 
 
-def simulate(jobs, curves: dict, n_gpus, scheduler="guided", *, replan_cost=REPLAN_COST
-             ) -> Schedule:
-    """Run ``jobs`` on ``n_gpus`` GPUs under ``scheduler``; return the :class:`Schedule`.
-
-    ``curves`` maps each job's name to its :class:`ScalingCurve` (:func:`scaling_curve`).
-    Events are arrivals and completions; between two events allocations are constant and each
-    running job progresses at its curve's tokens/s (none while it pays ``replan_cost``).
-
-    >>> c = ScalingCurve([8, 16], [1e5, 1.6e5], 6e9, 1e15)
-    >>> jobs = [Job("a", "llama3-8b", 1e9), Job("b", "llama3-8b", 1e9, arrival=1000.0)]
-    >>> s = simulate(jobs, {"a": c, "b": c}, 16, "fcfs")
-    >>> round(s.completion["a"], 1), round(s.completion["b"], 1)
-    (6250.0, 12500.0)
-    """
-    jobs, n_gpus, replan_cost = _check_inputs(jobs, curves, n_gpus, scheduler, replan_cost)
-    jobs = sorted(jobs, key=lambda j: (j.arrival, jobs.index(j)))
-    policy = _POLICIES[scheduler]
-    remaining = {j.name: j.tokens for j in jobs}
-    alloc: dict = {}
-    busy_until: dict = {}
-    started: set = set()
+def _play(jobs, curves, n_gpus, policy, replan_cost, objective, *, t, state, first=None):
+    """The event loop. ``state`` = (remaining, alloc, busy_until, started), updated in place;
+    ``first`` forces the first allocation. Returns (done, segments, replans)."""
+    remaining, alloc, busy_until, started = state
     done: dict = {}
     segments: list = []
-    t = jobs[0].arrival
+    replans = 0
     for _ in range(100 * len(jobs) + 100):
         present = [j for j in jobs if j.arrival <= t and j.name not in done]
-        new = policy(present, curves, n_gpus, alloc, remaining, replan_cost)
+        if first is not None:
+            new, first = first, None
+        elif policy is _guided:
+            snapshot = (dict(remaining), dict(alloc), dict(busy_until), set(started))
+            new = policy(present, curves, n_gpus, alloc, remaining, replan_cost, objective,
+                         t=t, state=snapshot)
+        else:
+            new = policy(present, curves, n_gpus, alloc, remaining, replan_cost,
+                         objective=objective)
         for j in present:
             old, now = alloc.get(j.name, 0), new.get(j.name, 0)
             if now and j.name in started and now != old:
                 busy_until[j.name] = t + replan_cost
+                replans += 1
             if now:
                 started.add(j.name)
-        alloc = {k: v for k, v in new.items() if v}
-        # the next event: an arrival, a completion, or the end of a restart
+        alloc.clear()
+        alloc.update({k: v for k, v in new.items() if v})
+        # the next event: an arrival or a completion
         nxt = [j.arrival for j in jobs if j.arrival > t]
         for name, n in alloc.items():
             begin = max(t, busy_until.get(name, t))
-            rate = curves[name].throughput(n)
-            nxt.append(begin + remaining[name] / rate)
+            nxt.append(begin + remaining[name] / curves[name].throughput(n))
         if not nxt:
             break
         t_next = min(nxt)
@@ -460,9 +492,37 @@ def simulate(jobs, curves: dict, n_gpus, scheduler="guided", *, replan_cost=REPL
             break
     else:  # pragma: no cover - a guard against a policy that never lets a job run
         raise RuntimeError("the simulation did not finish; a job never got GPUs")
+    return done, segments, replans
+
+
+def simulate(jobs, curves: dict, n_gpus, scheduler="guided", *, replan_cost=REPLAN_COST,
+             objective="completion") -> Schedule:
+    """Run ``jobs`` on ``n_gpus`` GPUs under ``scheduler``; return the :class:`Schedule`.
+
+    ``curves`` maps each job's name to its :class:`ScalingCurve` (:func:`scaling_curve`).
+    Events are arrivals and completions; between two events allocations are constant and each
+    running job progresses at its curve's tokens/s (none while it pays ``replan_cost``).
+    ``objective`` steers the guided scheduler: "completion" (default) weighs each job's marginal
+    FLOP/s by one over its remaining FLOPs (the rate its remaining time shrinks: short jobs first,
+    as shortest-remaining-time-first does, but only where their curves still rise) and judges a
+    re-plan by the sum of completion times; "throughput" maximises the cluster's model FLOP/s
+    and judges a re-plan by the last completion.
+
+    >>> c = ScalingCurve([8, 16], [1e5, 1.6e5], 6e9, 1e15)
+    >>> jobs = [Job("a", "llama3-8b", 1e9), Job("b", "llama3-8b", 1e9, arrival=1000.0)]
+    >>> s = simulate(jobs, {"a": c, "b": c}, 16, "fcfs")
+    >>> round(s.completion["a"], 1), round(s.completion["b"], 1)
+    (6250.0, 12500.0)
+    """
+    jobs, n_gpus, replan_cost = _check_inputs(jobs, curves, n_gpus, scheduler, replan_cost)
+    check_choice("objective", objective, OBJECTIVES)
+    jobs = sorted(jobs, key=lambda j: (j.arrival, jobs.index(j)))
+    state = ({j.name: j.tokens for j in jobs}, {}, {}, set())
+    done, segments, replans = _play(jobs, curves, n_gpus, _POLICIES[scheduler], replan_cost,
+                                    objective, t=jobs[0].arrival, state=state)
     useful = sum(j.tokens * curves[j.name].flops_per_token for j in jobs)
     return Schedule(scheduler, n_gpus, tuple(_merge(segments)), done,
-                    {j.name: j.arrival for j in jobs}, useful)
+                    {j.name: j.arrival for j in jobs}, useful, replans)
 
 
 def _merge(segments):
@@ -482,9 +542,10 @@ def _merge(segments):
     return out
 
 
-def compare(jobs, curves, n_gpus, *, replan_cost=REPLAN_COST) -> dict:
+def compare(jobs, curves, n_gpus, *, replan_cost=REPLAN_COST, objective="completion") -> dict:
     """{scheduler: Schedule} for every scheduler on the same jobs and curves."""
-    return {s: simulate(jobs, curves, n_gpus, s, replan_cost=replan_cost) for s in SCHEDULERS}
+    return {s: simulate(jobs, curves, n_gpus, s, replan_cost=replan_cost, objective=objective)
+            for s in SCHEDULERS}
 
 
 def _check_curve(curve):
