@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import hardware, models, transformer
-from .units import _brief, check_choice, check_int, check_positive
+from .units import MAX_DEVICES, _brief, check_choice, check_int, check_positive
 
 SCHEDULERS = ("fcfs", "proportional", "guided")
 OBJECTIVES = ("completion", "throughput")
@@ -83,6 +83,9 @@ class Job:
             raise ValueError(f"model={_brief(cfg)} must be a TransformerConfig or one of "
                              f"{', '.join(models.names())}")
         object.__setattr__(self, "model", cfg)
+        for name in ("tokens", "arrival"):
+            if np.ndim(getattr(self, name)) != 0:
+                raise ValueError(f"{name}={_brief(getattr(self, name))} must be one number")
         object.__setattr__(self, "tokens", float(check_positive("tokens", self.tokens)))
         object.__setattr__(self, "global_batch", check_int("global_batch", self.global_batch))
         object.__setattr__(self, "seq_len", check_int("seq_len", self.seq_len))
@@ -130,8 +133,16 @@ class ScalingCurve:
     plans: tuple = field(default=(), compare=False)
 
     def __post_init__(self):
-        sizes = np.asarray(self.sizes, dtype=np.int64)
-        thr = np.asarray(self.tokens_per_s, dtype=float)
+        try:
+            raw = np.asarray(self.sizes, dtype=float)
+            thr = np.asarray(self.tokens_per_s, dtype=float)
+        except (TypeError, ValueError):
+            raw = thr = np.array([])
+        if raw.ndim != 1 or not np.all(np.isfinite(raw)) or np.any(raw != np.round(raw)) \
+                or np.any(raw > MAX_DEVICES):
+            raise ValueError(f"sizes={_brief(self.sizes)} must be a 1-D list of GPU counts "
+                             f"(whole numbers up to {MAX_DEVICES:,})")
+        sizes = raw.astype(np.int64)
         if sizes.ndim != 1 or sizes.size == 0 or thr.shape != sizes.shape:
             raise ValueError(f"sizes={_brief(self.sizes)} and tokens_per_s="
                              f"{_brief(self.tokens_per_s)} must be 1-D arrays of equal length")
@@ -141,8 +152,10 @@ class ScalingCurve:
             raise ValueError(f"tokens_per_s={_brief(thr)} must be finite and >= 0")
         object.__setattr__(self, "sizes", sizes)
         object.__setattr__(self, "tokens_per_s", thr)
-        check_positive("flops_per_token", self.flops_per_token)
-        check_positive("peak_flops_per_s", self.peak_flops_per_s)
+        for name in ("flops_per_token", "peak_flops_per_s"):
+            if np.ndim(getattr(self, name)) != 0:
+                raise ValueError(f"{name}={_brief(getattr(self, name))} must be one number")
+            object.__setattr__(self, name, float(check_positive(name, getattr(self, name))))
 
     def throughput(self, n) -> float:
         """Tokens/s on ``n`` GPUs: the best allowed allocation not above n (0 if none fits)."""
@@ -328,21 +341,18 @@ def _proportional(jobs, curves, n_gpus, *_, **__):
     return alloc
 
 
-def next_grant(curves: dict, alloc: dict, free, weights: dict | None = None) -> tuple | None:
-    """The guided scheduler's next step: (job, new size) with the most added model FLOP/s per
-    added GPU among the grants that fit in ``free`` GPUs, or None when no grant adds throughput.
+def grant_values(curves: dict, alloc: dict, free, weights: dict | None = None) -> dict:
+    """For each job of ``alloc``: (the most added model FLOP/s per added GPU over its grants that
+    fit in ``free`` GPUs, the size that gives it); (0.0, None) when no grant adds throughput.
 
-    ``alloc`` maps the jobs that may grow to their current GPUs; ties go to the job listed first,
-    then to the smaller size. ``weights`` (default 1 for every job) multiplies each job's gain:
-    the guided scheduler's "completion" objective weighs a job by one over its remaining model
-    FLOPs, so the gain becomes the rate at which the job's remaining work shrinks.
+    ``alloc`` maps the jobs that may grow to their current GPUs; ``weights`` (default 1 for every
+    job) multiplies each job's gain: the guided scheduler's "completion" objective weighs a job by
+    one over its remaining model FLOPs, so the gain becomes the rate its remaining work shrinks.
+    Ties go to the smaller size.
 
-    >>> c = {"a": ScalingCurve([8, 16, 32], [1e5, 1.6e5, 1.8e5], 6e9, 1e15),
-    ...      "b": ScalingCurve([8, 16, 32], [1e5, 1.9e5, 2.6e5], 6e9, 1e15)}
-    >>> next_grant(c, {"a": 8, "b": 8}, 16)
-    ('b', 16)
-    >>> next_grant(c, {"a": 8, "b": 8}, 0) is None
-    True
+    >>> c = ScalingCurve([8, 16, 32], [1e5, 1.6e5, 1.8e5], 6e9, 1e15)
+    >>> grant_values({"a": c}, {"a": 8}, 24)
+    {'a': (45000000000000.0, 16)}
     """
     free = check_int("free", free, minimum=0)
     if not isinstance(curves, dict) or not isinstance(alloc, dict) or not set(alloc) <= set(curves):
@@ -353,19 +363,37 @@ def next_grant(curves: dict, alloc: dict, free, weights: dict | None = None) -> 
         check_int(f"alloc[{name!r}]", n, minimum=0)
     if weights is not None and (not isinstance(weights, dict) or not set(alloc) <= set(weights)):
         raise ValueError(f"weights={_brief(weights)} must be a dict with a weight per job of alloc")
-    w = {name: 1.0 if weights is None else float(check_positive(f"weights[{name!r}]", weights[name]))
-         for name in alloc}
-    best = None
+    out = {}
     for name, n in alloc.items():
+        w = 1.0 if weights is None else float(check_positive(f"weights[{name!r}]", weights[name]))
         c = curves[name]
         up = c.sizes[(c.sizes > n) & (c.sizes - n <= free)]
-        if not up.size:
-            continue
-        gain = (np.array([c.throughput(s) for s in up]) - c.throughput(n)) * c.flops_per_token
-        per_gpu = w[name] * gain / (up - n)
-        k = int(np.argmax(per_gpu))
-        if per_gpu[k] > 0 and (best is None or per_gpu[k] > best[0]):
-            best = (per_gpu[k], name, int(up[k]))
+        out[name] = (0.0, None)
+        if up.size:
+            gain = (np.array([c.throughput(s) for s in up]) - c.throughput(n)) * c.flops_per_token
+            per_gpu = w * gain / (up - n)
+            k = int(np.argmax(per_gpu))
+            if per_gpu[k] > 0:
+                out[name] = (float(per_gpu[k]), int(up[k]))
+    return out
+
+
+def next_grant(curves: dict, alloc: dict, free, weights: dict | None = None) -> tuple | None:
+    """The guided scheduler's next step: (job, new size) with the most added model FLOP/s per
+    added GPU among the grants that fit in ``free`` GPUs (:func:`grant_values`), or None when no
+    grant adds throughput. Ties go to the job listed first.
+
+    >>> c = {"a": ScalingCurve([8, 16, 32], [1e5, 1.6e5, 1.8e5], 6e9, 1e15),
+    ...      "b": ScalingCurve([8, 16, 32], [1e5, 1.9e5, 2.6e5], 6e9, 1e15)}
+    >>> next_grant(c, {"a": 8, "b": 8}, 16)
+    ('b', 16)
+    >>> next_grant(c, {"a": 8, "b": 8}, 0) is None
+    True
+    """
+    best = None
+    for name, (value, size) in grant_values(curves, alloc, free, weights).items():
+        if size is not None and (best is None or value > best[0]):
+            best = (value, name, size)
     return None if best is None else best[1:]
 
 

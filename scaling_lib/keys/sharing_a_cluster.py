@@ -65,9 +65,9 @@ def replanned_completion(p):
 
 # ---- implement-it references ------------------------------------------------------------------
 
-def next_grant(curves, alloc, free):
-    """Ex 20.6 reference: the guided scheduler's next (job, size)."""
-    return scheduling.next_grant(curves, alloc, free)
+def grant_values(curves, alloc, free):
+    """Ex 20.6 reference: each job's best added model FLOP/s per added GPU (0 if none)."""
+    return [v for v, _ in scheduling.grant_values(curves, alloc, free).values()]
 
 
 def grant_cases():
