@@ -57,6 +57,8 @@ def unsupported(cfg, plan) -> list[str]:
                    f"{plan.pp * plan.virtual_stages}")
     if plan.zero:
         bad.append(f"zero={plan.zero} with pp > 1")
+    if plan.cp > 1:
+        bad.append(f"cp={plan.cp} with pp > 1")
     if plan.sequence_parallel:
         bad.append("sequence_parallel with pp > 1")
     if cfg.L % plan.pp:

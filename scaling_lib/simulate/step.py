@@ -3,7 +3,8 @@
 The program is written with ``jax.shard_map``: every collective in it is one the code asks for
 (or its transpose, which ``jax.grad`` derives), so the compiled program shows which run. The
 devices form a mesh with axes ``dpr`` (dp / S replicas), ``dps`` (the ZeRO shard group of S
-ranks; all of dp when zero = 0) and ``tp``; an axis of size 1 is left out.
+ranks; all of dp when zero = 0), ``cp`` (context parallelism, see ``context``) and ``tp``; an
+axis of size 1 is left out.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 
 from ..models import TransformerConfig
 from ..parallelism.plan import ParallelPlan
+from . import context as _context
 from . import data as _data
 from . import fsdp as _fsdp
 from . import model as _model
@@ -57,7 +59,9 @@ def check_supported(cfg, plan: ParallelPlan, B: int, T: int, dtype: str, optimiz
         raise ValueError(f"plan must be a ParallelPlan, got {plan!r}")
     from . import pipeline as _pipeline
 
-    bad = [f"{k}={getattr(plan, k)}" for k in ("cp", "ep") if getattr(plan, k) != 1]
+    bad = [f"{k}={getattr(plan, k)}" for k in ("ep",) if getattr(plan, k) != 1]
+    if plan.cp > 1 and (plan.zero or plan.shard_group is not None):
+        bad.append(f"cp={plan.cp} with zero={plan.zero}")
     bad += _pipeline.unsupported(cfg, plan)
     if plan.recompute != "none":
         bad.append(f"recompute={plan.recompute!r}")
@@ -70,9 +74,9 @@ def check_supported(cfg, plan: ParallelPlan, B: int, T: int, dtype: str, optimiz
         bad.append(f"world_size={plan.world_size} > 8 devices")
     if bad:
         raise ValueError(f"train_step does not simulate {', '.join(bad)}; it runs dp, tp, "
-                         "zero 0-3, shard_group, sequence_parallel and pp (gpipe, 1f1b, "
-                         "interleaved) on up to 8 devices, for a dense RMSNorm/SwiGLU model "
-                         "without biases or tied embeddings")
+                         "zero 0-3, shard_group, sequence_parallel, cp (with zero=0) and pp "
+                         "(gpipe, 1f1b, interleaved) on up to 8 devices, for a dense "
+                         "RMSNorm/SwiGLU model without biases or tied embeddings")
     if dtype not in DTYPES:
         raise ValueError(f"dtype={dtype!r}; valid choices: {', '.join(DTYPES)}")
     if optimizer not in OPTIMIZERS:
@@ -93,8 +97,10 @@ def check_supported(cfg, plan: ParallelPlan, B: int, T: int, dtype: str, optimiz
 class Ops:
     """The parallel operations the model's forward pass asks for (see ``model``)."""
 
-    def __init__(self, jax, cfg, plan, axes):
+    def __init__(self, jax, cfg, plan, axes, T=None):
         self.jax, self.lax, self.jnp = jax, jax.lax, jax.numpy
+        self.cp, self.cp_variant, self.T = axes.get("cp"), plan.cp_variant, T
+        self.cp_size = plan.cp
         self.tp = axes.get("tp")
         self.sp = bool(plan.sequence_parallel) and self.tp is not None
         self.shard = axes.get("dps") if plan.zero == 3 else None
@@ -107,6 +113,12 @@ class Ops:
 
     def remat(self, fn):
         return fn if self.shard is None else _fsdp.remat(self.jax, fn)
+
+    def attention(self, jax, jnp, q, k, v, H):
+        if self.cp is None:
+            return _model.attention(jax, jnp, q, k, v, H)
+        return _context.attention(jax, self.cp_variant, q, k, v, H, self.cp, self.T,
+                                  self.cp_size)
 
     def enter(self, x):
         return _tensor.enter(self.lax, x, self.tp, self.sp)
@@ -133,7 +145,7 @@ def _update(jnp, p, g, optimizer):
 def _mesh_axes(plan):
     """{axis name: size} for the mesh axes of size > 1 (dpr, dps, tp), in mesh order."""
     S = plan.zero_group if plan.zero else plan.dp
-    sizes = {"dpr": plan.dp // S, "dps": S, "tp": plan.tp}
+    sizes = {"dpr": plan.dp // S, "dps": S, "cp": plan.cp, "tp": plan.tp}
     return {k: v for k, v in sizes.items() if v > 1}
 
 
@@ -143,8 +155,9 @@ def _build(cfg, plan, B, T, dtype, optimizer):
     jnp, lax, P = jax.numpy, jax.lax, jax.sharding.PartitionSpec
     sizes = _mesh_axes(plan)
     axes = {k: k for k in sizes}
-    dp_axes = tuple(a for a in ("dpr", "dps") if a in axes)
-    ops = Ops(jax, cfg, plan, axes)
+    dp_axes = tuple(a for a in ("dpr", "dps", "cp") if a in axes)  # the gradient's replicas
+    batch_axes = tuple(a for a in ("dpr", "dps") if a in axes)
+    ops = Ops(jax, cfg, plan, axes, T)
     lay = ops.layout
     n_micro = plan.n_microbatches(B)
     S = sizes.get("dps", 1) if plan.zero else 1
@@ -182,7 +195,8 @@ def _build(cfg, plan, B, T, dtype, optimizer):
         if n_micro == 1:
             loss, acc = micro(None, (tokens, targets))
         else:  # gradient accumulation: a loop over micro-batches
-            split = (tokens.reshape(n_micro, -1, T), targets.reshape(n_micro, -1, T))
+            t = tokens.shape[-1]  # T / cp tokens on this rank
+            split = (tokens.reshape(n_micro, -1, t), targets.reshape(n_micro, -1, t))
             zeros = {k: jnp.zeros_like(v) for k, v in local.items()}
             if stage2:
                 zeros = {k: _fsdp.my_shard(lax, v, lay[k][2], "dps", S) for k, v in zeros.items()}
@@ -215,7 +229,7 @@ def _build(cfg, plan, B, T, dtype, optimizer):
     mesh = make_mesh(tuple(sizes.values()), tuple(sizes))
     pspec = {k: spec(k, plan.zero == 3) for k in lay}
     gspec = {k: spec(k, plan.zero >= 1) for k in lay}
-    bspec = P(dp_axes or None, None)
+    bspec = P(batch_axes or None, "cp" if "cp" in axes else None)
     fn = jax.shard_map(step, mesh=mesh, in_specs=(pspec, bspec, bspec),
                        out_specs=(P(dp_axes or None), gspec, pspec))
     return fn, shapes, mesh
@@ -243,8 +257,9 @@ def train_step(cfg, plan: ParallelPlan | None = None, *, B: int, T: int, seed: i
     next-token cross-entropy over the B·T tokens; the optimizer is SGD (lr 0.1) or the first
     step of Adam. ``ParallelPlan()`` runs on one device and is the reference every plan must
     reproduce. Needs ``use_cpu_devices(n)`` with n >= plan.world_size before JAX starts.
-    Supported: dp, zero 0-3, shard_group (HSDP), tp, sequence_parallel, and their
-    combinations; anything else raises ValueError naming it.
+    Supported: dp, zero 0-3, shard_group (HSDP), tp, sequence_parallel, cp (each
+    ``cp_variant``, with zero=0), and their combinations; anything else raises ValueError
+    naming it.
     """
     plan = ParallelPlan() if plan is None else plan
     check_supported(cfg, plan, B, T, dtype, optimizer)
@@ -257,6 +272,11 @@ def train_step(cfg, plan: ParallelPlan | None = None, *, B: int, T: int, seed: i
     dt = DTYPES[dtype]
     params = {k: jax.numpy.asarray(v, dt) for k, v in _model.init_params(cfg, seed).items()}
     tokens, targets = _model.batch(cfg, B, T, seed)
+    if plan.cp > 1:  # lay each sequence out in the load-balanced chunk order (the loss is a sum)
+        from ..parallelism.context import token_order
+
+        order = token_order(T, plan.cp)
+        tokens, targets = tokens[:, order], targets[:, order]
     if mesh is not None:
         ins = compiled.input_shardings[0]
         params = jax.device_put(params, ins[0])
