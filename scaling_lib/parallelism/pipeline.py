@@ -56,6 +56,19 @@ def _check_time(name, value, allow_zero=False):
     return x
 
 
+def _stage_times(name, value, p) -> np.ndarray:
+    """One positive finite time, or one per stage (p of them), as an array of p floats."""
+    if isinstance(value, (list, tuple, np.ndarray)) and np.ndim(value) == 1:
+        if len(value) != p:
+            raise ValueError(f"{name} has {len(value)} times; give one number or one per stage "
+                             f"(pp={p})")
+        x = check_positive(name, np.asarray(value))
+        if not np.all(np.isfinite(x)) or not np.all(x > 0):
+            raise ValueError(f"{name}={_brief(value)} must hold positive finite times")
+        return np.asarray(x, dtype=float)
+    return np.full(p, float(_check_time(name, value)))
+
+
 def _one_count(name, value, minimum=1) -> int:
     x = check_count(name, value, minimum=minimum)
     if np.ndim(x):
@@ -130,17 +143,21 @@ def schedule(pp, m, *, v=1, kind="1f1b", t_fwd=1.0, t_bwd=2.0, t_p2p=0.0) -> np.
     Simulated, not derived: each device runs :func:`order`'s operations one at a time, each as
     soon as the device is free and its inputs have arrived (``t_p2p`` after the operation it
     depends on ended on another device). ``t_fwd`` and ``t_bwd`` are one micro-batch's forward
-    and backward time through one device's layers (a chunk takes 1/v of it). Chunk c of device
-    s is virtual stage c·pp + s. Returns a numpy structured array (:data:`EVENT_DTYPE`) sorted
-    by start time, then stage.
+    and backward time through one device's layers (a chunk takes 1/v of it): one number, or one
+    per device for uneven stages (e.g. proportional to :func:`stage_costs`' FLOPs). Chunk c of
+    device s is virtual stage c·pp + s. Returns a numpy structured array (:data:`EVENT_DTYPE`)
+    sorted by start time, then stage.
 
     >>> ev = schedule(4, 4, kind="gpipe", t_fwd=1, t_bwd=2)
     >>> float(ev["end"].max())  # (m + p - 1)·(t_fwd + t_bwd)
     21.0
+    >>> slow_last = schedule(4, 4, t_fwd=[1, 1, 1, 1.5], t_bwd=[2, 2, 2, 3])
+    >>> float(slow_last["end"].max())  # the slowest stage sets the pace
+    27.0
     """
     p, m, v = _check_schedule_args(pp, m, v, kind)
-    tf = float(_check_time("t_fwd", t_fwd)) / v
-    tb = float(_check_time("t_bwd", t_bwd)) / v
+    tf = _stage_times("t_fwd", t_fwd, p) / v
+    tb = _stage_times("t_bwd", t_bwd, p) / v
     tc = float(_check_time("t_p2p", t_p2p, allow_zero=True))
     n_virtual = p * v
     queues = [_order(p, m, s, v, kind) for s in range(p)]
@@ -165,7 +182,7 @@ def schedule(pp, m, *, v=1, kind="1f1b", t_fwd=1.0, t_bwd=2.0, t_p2p=0.0) -> np.
                 break  # woken again when the missing input is done
             ready = max([free[s]] + [done[d][1] + (tc if done[d][0] != s else 0.0)
                                      for d in deps])
-            end = ready + (tf if op == "F" else tb)
+            end = ready + (tf[s] if op == "F" else tb[s])
             rows.append((s, i, c, op, ready, end))
             done[(op, i, k)] = (s, end)
             free[s] = end
@@ -283,7 +300,8 @@ def stage_costs(cfg, layers) -> dict:
     """Per stage: forward FLOPs per token and parameters, for a split ``layers`` (a list of
     layers per stage, e.g. :func:`layer_split`). The first stage also holds the embedding (a
     look-up: parameters, no FLOPs); the last the final norm and the output layer (2·D·V
-    FLOPs per token, V·D parameters). The step runs at the pace of the slowest stage.
+    FLOPs per token, V·D parameters). The step runs at the pace of the slowest stage: times
+    proportional to ``flops`` as :func:`schedule`'s per-stage ``t_fwd`` give its timeline.
 
     >>> c = models.get("llama3-405b")
     >>> even = stage_costs(c, layer_split(126, 16))["params"]  # [8] * 14 + [7, 7]
