@@ -4,7 +4,8 @@
 the pipeline bubble. One module per strategy lives next to it, each exposing the same few
 functions: ``comms`` (its collectives in one step, as :class:`Comm` records), ``memory`` (its
 share of memory per device) and ``constraints`` (why a plan cannot run, as sentences):
-``data``, ``fsdp`` (ZeRO stages and HSDP) and ``tensor`` (with sequence parallelism).
+``data``, ``fsdp`` (ZeRO stages and HSDP), ``tensor`` (with sequence parallelism) and
+``expert`` (mixtures of experts: AllToAll dispatch and combine, capacity, imbalance).
 :func:`collectives` puts a plan's strategies together. ``steptime`` is the one step-time model
 (compute, each collective on the links its group crosses, overlap per phase), ``timeline`` its
 layer-by-layer DDP and FSDP schedules, ``split`` the FSDP x TP search built on it.
@@ -12,10 +13,10 @@ layer-by-layer DDP and FSDP schedules, ``split`` the FSDP x TP search built on i
 See: the parallelism chapters.
 """
 
-from . import data, fsdp, tensor
+from . import data, expert, fsdp, tensor
 from .comms import Comm, collectives, constraints, totals
 from .plan import SCHEDULES, ParallelPlan, pipeline_bubble_fraction
 from . import split, steptime, timeline  # noqa: E402  (after the strategies they build on)
 
-__all__ = ["SCHEDULES", "Comm", "ParallelPlan", "collectives", "constraints", "data", "fsdp",
-           "pipeline_bubble_fraction", "split", "steptime", "tensor", "timeline", "totals"]
+__all__ = ["SCHEDULES", "Comm", "ParallelPlan", "collectives", "constraints", "data", "expert",
+           "fsdp", "pipeline_bubble_fraction", "split", "steptime", "tensor", "timeline", "totals"]
