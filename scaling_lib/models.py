@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
+import numpy as np
+
 from .units import _brief, check_choice, check_count, check_int, check_positive, divisors
 
 NORMS = ("rmsnorm", "layernorm")
@@ -141,7 +143,7 @@ class TransformerConfig:
             if not self.is_moe:
                 raise ValueError(f"capacity_factor={_brief(cf)} applies to MoE models only "
                                  "(E > 1); use None for a dense model")
-            if isinstance(cf, bool) or not check_positive("capacity_factor", cf) > 0:
+            if isinstance(cf, bool) or np.ndim(cf) or not check_positive("capacity_factor", cf) > 0:
                 raise ValueError(f"capacity_factor={_brief(cf)} must be a positive number of "
                                  "expert slots per routed token (e.g. 1.25), or None for "
                                  "dropless routing")

@@ -38,7 +38,7 @@ from .. import hardware, models
 from .. import roofline as _roofline
 from ..breakdown import Breakdown
 from ..transformer import _mlp_weights
-from ..units import _brief, check_count, check_positive, divisors
+from ..units import _brief, check_count, check_int, check_positive, divisors
 from .comms import Comm, element_bytes, params_per_device
 from .plan import ParallelPlan, check_step_args
 
@@ -53,14 +53,17 @@ def capacity(n_tokens, E, k, capacity_factor) -> int:
     >>> capacity(4096, 8, 2, 1.25), capacity(4096, 8, 2, 1.0), capacity(16, 8, 2, None)
     (1280, 1024, 16)
     """
-    n = check_count("n_tokens", n_tokens)
-    E = check_count("E", E)
-    k = check_count("k", k)
+    n = check_int("n_tokens", n_tokens)
+    E = check_int("E", E)
+    k = check_int("k", k)
     if k > E:
         raise ValueError(f"k={k} active experts cannot exceed E={E} experts")
     if capacity_factor is None:
         return int(n)
     cf = check_positive("capacity_factor", capacity_factor)
+    if np.ndim(cf) or not cf > 0:
+        raise ValueError(f"capacity_factor={_brief(capacity_factor)} must be one positive "
+                         "number (or None for dropless)")
     return int(min(math.ceil(cf * k * n / E - 1e-9), n))
 
 
@@ -84,10 +87,14 @@ def route(logits, k):
     >>> route(np.array([[0.0, 2.0, 1.0]]), 2)[0].tolist()
     [[1, 2]]
     """
-    z = np.asarray(logits, dtype=float)
-    if z.ndim != 2:
-        raise ValueError(f"logits must be [n_tokens, E], got shape {z.shape}")
-    k = int(check_count("k", k, maximum=z.shape[1]))
+    try:
+        z = np.asarray(logits, dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"logits={_brief(logits)} must be a [n_tokens, E] array of numbers") \
+            from None
+    if z.ndim != 2 or not z.size or not np.isfinite(z).all():
+        raise ValueError(f"logits must be a finite [n_tokens, E] array, got shape {z.shape}")
+    k = check_int("k", k, maximum=z.shape[1])
     experts = np.argsort(-z, axis=1, kind="stable")[:, :k]
     top = np.take_along_axis(z, experts, axis=1)
     g = np.exp(top - top[:, :1])
@@ -103,10 +110,16 @@ def keep_mask(experts, E, C):
     >>> keep_mask(np.array([[0, 1], [0, 1], [0, 2]]), 3, 2).tolist()
     [[True, True], [True, True], [False, True]]
     """
-    ex = np.asarray(experts)
+    try:
+        ex = np.asarray(experts)
+    except (TypeError, ValueError, OverflowError):
+        ex = np.asarray(0.5)  # reported below
     if ex.ndim != 2:
         raise ValueError(f"experts must be [n_tokens, k], got shape {ex.shape}")
-    C = int(check_count("C", C, minimum=0))
+    C = check_int("C", C, minimum=0)
+    E = check_int("E", E)
+    if ex.dtype.kind not in "iu" or ex.size and (ex.min() < 0 or ex.max() >= E):
+        raise ValueError(f"experts must hold expert indices in [0, E={E}), got {_brief(ex)}")
     order = ex.T.reshape(-1)  # choice-major: all first choices, then all second choices
     onehot = order[:, None] == np.arange(E)[None, :]
     position = np.cumsum(onehot, axis=0)[np.arange(order.size), order] - 1
@@ -119,7 +132,14 @@ def expert_loads(experts, E):
     >>> expert_loads(np.array([[0, 1], [0, 2]]), 4).tolist()
     [2, 1, 1, 0]
     """
-    return np.bincount(np.asarray(experts).reshape(-1), minlength=E)
+    try:
+        ex = np.asarray(experts)
+    except (TypeError, ValueError, OverflowError):
+        ex = np.asarray(0.5)  # reported below
+    E = check_int("E", E)
+    if ex.dtype.kind not in "iu" or ex.size and (ex.min() < 0 or ex.max() >= E):
+        raise ValueError(f"experts must hold expert indices in [0, E={E}), got {_brief(ex)}")
+    return np.bincount(ex.reshape(-1), minlength=E)
 
 
 def dropped_tokens(loads, C):
@@ -128,7 +148,7 @@ def dropped_tokens(loads, C):
     >>> dropped_tokens([5, 1, 3, 3], 3)
     2.0
     """
-    loads = np.asarray(loads)
+    loads = np.asarray(check_positive("loads", loads, allow_zero=True), dtype=float)
     C = check_positive("C", C, allow_zero=True)
     return _scalar(np.maximum(loads - C, 0).sum(axis=-1))
 
@@ -142,7 +162,9 @@ def imbalance(loads):
     >>> imbalance([6, 2, 2, 2])
     2.0
     """
-    loads = np.asarray(loads, dtype=float)
+    loads = np.asarray(check_positive("loads", loads, allow_zero=True), dtype=float)
+    if loads.ndim == 0 or loads.shape[-1] == 0:
+        raise ValueError(f"loads={_brief(loads)} must be an array of tokens per expert")
     mean = loads.mean(axis=-1)
     if np.any(mean <= 0):
         raise ValueError(f"loads={_brief(loads)} must route at least one token")
@@ -161,12 +183,12 @@ def all_to_all_bytes(cfg, tokens, ep, *, dtype="bf16", group_tokens=None) -> flo
     536.9
     """
     c = _moe_cfg(cfg)
-    n = check_count("tokens", tokens)
-    ep = check_count("ep", ep)
+    n = check_int("tokens", tokens)
+    ep = check_int("ep", ep)
     a = element_bytes(dtype)
     if c.capacity_factor is None:
         return float(ep * a * c.k * n * c.D)
-    g = n if group_tokens is None else check_count("group_tokens", group_tokens)
+    g = n if group_tokens is None else check_int("group_tokens", group_tokens)
     if n % g:
         raise ValueError(f"tokens={n} must be a multiple of group_tokens={g}")
     return float(ep * a * (n // g) * c.E * capacity(g, c.E, c.k, c.capacity_factor) * c.D)
@@ -287,8 +309,8 @@ def layer_times(cfg, tokens, ep, accelerator, bytes_per_s, *, imbalance=1.0, top
     """
     c = _moe_cfg(cfg)
     acc = hardware.get(accelerator)
-    n = check_count("tokens", tokens)
-    ep = check_count("ep", ep)
+    n = check_int("tokens", tokens)
+    ep = check_int("ep", ep)
     imb = check_positive("imbalance", imbalance)
     if np.any(np.asarray(imb) < 1):
         raise ValueError(f"imbalance={_brief(imbalance)} must be >= 1 (busiest load / mean)")
