@@ -185,6 +185,8 @@ def all_to_all_bytes(cfg, tokens, ep, *, dtype="bf16", group_tokens=None) -> flo
     c = _moe_cfg(cfg)
     n = check_int("tokens", tokens)
     ep = check_int("ep", ep)
+    if c.E % ep:
+        raise ValueError(f"ep={ep} does not divide E={c.E} experts; choose ep in {divisors(c.E)}")
     a = element_bytes(dtype)
     if c.capacity_factor is None:
         return float(ep * a * c.k * n * c.D)
