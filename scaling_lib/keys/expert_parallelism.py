@@ -18,17 +18,10 @@ LINKS = {"NVLink inside a node": hardware.cluster("h100", 8).intra_node.bytes_pe
 EP_DEVICES = 4  # Ex 15.6 runs on 4 of the simulated devices
 
 
-def routed_experts(n, E, k, skew, seed):
-    """The [n, k] experts n tokens pick: router logits ~ N(0, 1) plus a per-expert bias of
-    ``skew`` · N(0, 1) (a router that favours some experts), top k of each row."""
-    rng = np.random.default_rng([seed, n, E, k])
-    logits = rng.standard_normal((n, E)) + skew * rng.standard_normal(E)
-    return expert.route(logits, k)[0]
-
-
 def loads(p):
     """Tokens routed to each expert (before capacity) in Ex 15.1 / 15.5."""
-    return expert.expert_loads(routed_experts(p.n, p.E, p.k, p.skew, p.draw_id), p.E)
+    return expert.expert_loads(expert.toy_router(p.n, p.E, p.k, skew=p.skew, seed=p.draw_id),
+                                p.E)
 
 
 def dropped(p):

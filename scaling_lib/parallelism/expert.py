@@ -101,6 +101,27 @@ def route(logits, k):
     return experts, g / g.sum(axis=1, keepdims=True)
 
 
+def toy_router(n, E, k, *, skew=0.0, seed=0):
+    """The [n, k] experts a toy router picks: logits N(0, 1) per token and expert, plus a fixed
+    per-expert bias skew · N(0, 1) that favours some experts (0: balanced on average).
+
+    A stand-in for a trained router, to study capacity and imbalance; real routers are
+    balanced by an auxiliary loss (Switch, GShard) or a per-expert bias (DeepSeek-V3).
+
+    >>> toy_router(4, 8, 2, seed=1).shape
+    (4, 2)
+    """
+    n = check_int("n", n)
+    E = check_int("E", E)
+    k = check_int("k", k, maximum=E)
+    skew = check_positive("skew", skew, allow_zero=True)
+    if np.ndim(skew):
+        raise ValueError(f"skew={_brief(skew)} must be one number >= 0")
+    seed = check_int("seed", seed, minimum=0)
+    rng = np.random.default_rng([seed, n, E, k])
+    return route(rng.standard_normal((n, E)) + skew * rng.standard_normal(E), k)[0]
+
+
 def keep_mask(experts, E, C):
     """Which (token, choice) assignments fit in capacity C: [n, k] booleans.
 
