@@ -141,3 +141,25 @@ def test_compute_bound_limits():
         expert.layer_times(ds, 4096, 8, "h100", 50e9, imbalance=0.5)
     with pytest.raises(ValueError, match="dense"):
         expert.tokens_per_expert("llama3-8b", 1024)
+
+
+def test_figure_drop_curves():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from scaling_lib.widgets import expert as fig_mod
+
+    for skew in fig_mod.SKEWS:
+        d = fig_mod.drop_curve(1024, 16, 2, skew)
+        assert d[0] > 0 and np.all(np.diff(d) <= 1e-12) and np.all((d >= 0) & (d <= 1))
+    # dropping stops exactly where the capacity factor reaches the imbalance
+    loads = expert.expert_loads(expert.toy_router(1024, 16, 2, skew=1.0), 16)
+    cf = expert.imbalance(loads)
+    assert expert.dropped_tokens(loads, expert.capacity(1024, 16, 2, cf)) == 0
+    assert expert.dropped_tokens(loads, expert.capacity(1024, 16, 2, 0.97 * cf)) > 0
+    f, (a, b) = plt.subplots(1, 2)
+    fig_mod.plot_routing(a, b, n=512)
+    assert len(a.patches) == 2 * 16 and len(b.lines) == len(fig_mod.SKEWS) + 1
+    plt.close(f)
