@@ -163,3 +163,11 @@ def test_figure_drop_curves():
     fig_mod.plot_routing(a, b, n=512)
     assert len(a.patches) == 2 * 16 and len(b.lines) == len(fig_mod.SKEWS) + 1
     plt.close(f)
+
+
+def test_active_expert_params_split_routed_and_shared():
+    for name in ("mixtral-8x7b", "deepseek-v3"):
+        c = models.get(name)
+        b = expert.active_expert_params(c)
+        assert b["routed"] == transformer.active_param_count(c)["experts"]
+        assert b["shared"] == c.n_moe_layers * c.n_shared_experts * 3 * c.D * c.F_e

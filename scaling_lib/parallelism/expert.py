@@ -37,7 +37,7 @@ from .. import collectives as _collectives
 from .. import hardware, models
 from .. import roofline as _roofline
 from ..breakdown import Breakdown
-from ..transformer import _mlp_weights
+from ..transformer import _mlp_biases, _mlp_weights
 from ..units import _brief, check_count, check_int, check_positive, divisors
 from .comms import Comm, element_bytes, params_per_device
 from .plan import ParallelPlan, check_step_args
@@ -290,6 +290,21 @@ def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
     if c.E % plan.ep:
         return [f"ep={plan.ep} does not divide E={c.E} experts; choose ep in {divisors(c.E)}"]
     return []
+
+
+def active_expert_params(cfg) -> Breakdown:
+    """Expert parameters one token uses, over all MoE layers: ``routed`` (its k experts, behind
+    the AllToAlls) and ``shared`` (the shared experts, computed where the token is, with no
+    communication).
+
+    >>> b = active_expert_params("deepseek-v3")  # 58 layers · (8 | 1) · 3·7168·2048
+    >>> b["routed"] // b["shared"]
+    8
+    """
+    c = _moe_cfg(cfg)
+    one = _mlp_weights(c, c.F_e) + _mlp_biases(c, c.F_e)
+    return Breakdown({"routed": c.n_moe_layers * c.k * one,
+                      "shared": c.n_moe_layers * c.n_shared_experts * one}, unit="params")
 
 
 # ---- when expert parallelism pays -------------------------------------------------------------
