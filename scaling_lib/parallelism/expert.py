@@ -339,7 +339,8 @@ def layer_times(cfg, tokens, ep, accelerator, bytes_per_s, *, imbalance=1.0, top
     T_math = imbalance · k · tokens · 2·(3·D·F_e) / C: the routed experts' matmuls (the
     busiest device's share: ``imbalance`` = max/mean load); T_comm = the dispatch and combine
     AllToAlls (:func:`all_to_all_bytes`, :func:`scaling_lib.collectives.collective_time`,
-    ``bytes_per_s`` one-way per device). ``tokens`` per device. Left out: attention, router, shared experts.
+    ``bytes_per_s`` one-way per device). ``tokens`` per device. Left out: attention, the
+    router, shared experts.
 
     >>> t_math, t_comm = layer_times("deepseek-v3", 8192, 64, "h100", 50e9)
     >>> round(t_math * 1e3, 3), round(t_comm * 1e3, 3)
