@@ -102,6 +102,7 @@ def _grade(args) -> int:
 
 
 SUBCOMMANDS = [_add_grade]
+from .cli_serve import add_serve; SUBCOMMANDS.append(add_serve)  # noqa: E402, E702
 
 
 def parser() -> argparse.ArgumentParser:

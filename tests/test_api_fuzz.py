@@ -32,16 +32,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from scaling_lib import (breakdown, collectives, hardware, inference, memory, models,
-                         parallelism, published, roofline, serving, serving_sim, sharding,
-                         transformer, units)
+                         parallelism, published, roofline, serving, serving_engine,
+                         serving_sim, sharding, transformer, units)
 from scaling_lib.parallelism import split as _split, steptime as _steptime, timeline as _timeline
 from scaling_lib.breakdown import Breakdown
 from scaling_lib.parallelism import ParallelPlan
 
 MODULES = (units, breakdown, hardware, roofline, collectives, models, transformer, memory,
-           inference, parallelism, parallelism.data, parallelism.fsdp, parallelism.tensor,
-           parallelism.expert,
-           published, sharding, _steptime, _timeline, _split, serving, serving_sim)
+           inference, parallelism, parallelism.context, parallelism.data, parallelism.fsdp,
+           parallelism.tensor, parallelism.expert,
+           published, sharding, _steptime, _timeline, _split, serving, serving_sim,
+           serving_engine)
 
 # Public callables that are not fuzzed, and why.
 EXCLUDED = {

@@ -1,7 +1,8 @@
 """The communication of one training step, strategy by strategy: ``Comm`` and ``collectives``.
 
-Each strategy module (``data``, ``fsdp``, ``tensor``) lists the collectives one device takes
-part in during one step as :class:`Comm` records; :func:`collectives` puts a plan's together.
+Each strategy module (``data``, ``fsdp``, ``tensor``, ``context``) lists the collectives one
+device takes part in during one step as :class:`Comm` records; :func:`collectives` puts a plan's
+together.
 ``nbytes`` is V, the full array of the collective (as in :func:`scaling_lib.collectives.
 collective_bytes`): the whole gradient for an all-reduce or a reduce-scatter, the whole gathered
 array for an all-gather; for a collective-permute, the bytes each device sends. The time of each
@@ -89,24 +90,24 @@ def collectives(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
     B is the global batch in sequences of T tokens; ``dtype`` the format of the weights,
     gradients and activations that are communicated. Raises ValueError with the plan's
     constraint violations (see :func:`constraints`), or for a degree whose strategy module is
-    not written yet (pp, cp).
+    not written yet (pp).
 
     >>> c = models.TransformerConfig(L=2, D=32, F=64, N=4, K=2, H=8, V=64)
     >>> collectives(c, ParallelPlan(), 8, 16)  # one device: nothing to communicate
     []
     """
     check_step_args(plan, B, T)
-    from . import data, expert, fsdp, tensor
+    from . import context, data, expert, fsdp, tensor
 
-    missing = [f"{k}={getattr(plan, k)}" for k in ("pp", "cp") if getattr(plan, k) > 1]
+    missing = [f"{k}={getattr(plan, k)}" for k in ("pp",) if getattr(plan, k) > 1]
     if missing:
         raise ValueError(f"no communication model yet for {', '.join(missing)}; the modelled "
                          "strategies are data, fsdp (ZeRO, HSDP), tensor (with sequence "
-                         "parallelism) and expert")
+                         "parallelism), context and expert")
     reasons = constraints(cfg, plan, B, T)
     if reasons:
         raise ValueError("; ".join(reasons))
-    return [c for mod in (data, fsdp, tensor, expert)
+    return [c for mod in (data, fsdp, tensor, context, expert)
             for c in mod.comms(cfg, plan, B, T, dtype=dtype)]
 
 
@@ -118,9 +119,10 @@ def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
     ['B=8 sequences must be a multiple of dp·micro_batch = 3']
     """
     check_step_args(plan, B, T)
-    from . import data, expert, fsdp, tensor
+    from . import context, data, expert, fsdp, tensor
 
-    return [r for mod in (data, fsdp, tensor, expert) for r in mod.constraints(cfg, plan, B, T)]
+    return [r for mod in (data, fsdp, tensor, context, expert)
+            for r in mod.constraints(cfg, plan, B, T)]
 
 
 def totals(comms) -> dict:

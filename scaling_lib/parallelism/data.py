@@ -21,7 +21,9 @@ from .plan import ParallelPlan, check_step_args
 def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
     """The gradient AllReduce over the dp ranks: V = a·Ψ bytes, Ψ parameters per device.
 
-    Expert parameters are reduced over the dp/ep ranks that hold the same experts.
+    With context parallelism the group is the dp·cp replicas (each cp rank's gradient covers its
+    share of the tokens). Expert parameters are reduced over the dp/ep ranks that hold the same
+    experts.
 
     >>> from scaling_lib.models import TransformerConfig
     >>> c = TransformerConfig(L=2, D=32, F=64, N=4, K=2, H=8, V=64)
@@ -29,11 +31,12 @@ def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
     [Comm(kind='all-reduce', axis='dp', group_size=8, nbytes=45376.0, count=1, phase='backward', overlappable=True)]
     """
     check_step_args(plan, B, T)
-    if plan.zero or plan.dp == 1:
+    replicas = plan.dp * plan.cp  # the cp ranks hold the same weights too
+    if plan.zero or replicas == 1:
         return []
     a = element_bytes(dtype)
     emb, rest, experts = params_per_device(cfg, plan)
-    out = [Comm("all-reduce", "dp", plan.dp, a * (emb + rest), 1, "backward", True)]
+    out = [Comm("all-reduce", "dp", replicas, a * (emb + rest), 1, "backward", True)]
     if experts and plan.dp // plan.ep > 1:
         out.append(Comm("all-reduce", "dp", plan.dp // plan.ep, a * experts, 1, "backward", True))
     return out

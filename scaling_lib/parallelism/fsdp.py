@@ -40,13 +40,13 @@ def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
     [('reduce-scatter', 8, 90752.0, 'backward'), ('all-gather', 8, 90752.0, 'optimizer')]
     """
     check_step_args(plan, B, T)
-    if not plan.zero or plan.dp == 1:
+    if not plan.zero or plan.dp * plan.cp == 1:
         return []
     a = element_bytes(dtype)
     emb, rest, experts = params_per_device(cfg, plan)
     psi = emb + rest + experts
     S = plan.zero_group
-    R = plan.dp // S
+    R = plan.dp * plan.cp // S  # the cp ranks are replicas too (zero_group is dp·cp)
     m = plan.n_microbatches(B)
     out = []
     if S > 1:

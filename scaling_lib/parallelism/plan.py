@@ -20,6 +20,7 @@ from ..units import (MAX_DEVICES, _brief, check_choice, check_count, divisors as
                      scalar_or_array as _out)
 
 SCHEDULES = ("1f1b", "gpipe", "interleaved")
+CP_VARIANTS = ("allgather", "ring", "ulysses")  # see parallelism.context
 RECOMPUTE = ("none", "selective", "full")
 ZERO_STAGES = (0, 1, 2, 3)
 
@@ -31,7 +32,8 @@ class ParallelPlan:
     ``micro_batch`` is sequences per micro-batch on each data-parallel rank;
     ``virtual_stages`` is the number of model chunks per pipeline device (interleaved 1F1B);
     ``recompute`` is "none", "selective" or "full"; ``sequence_parallel`` shards the
-    layer-norm and dropout activations over the tp group.
+    layer-norm and dropout activations over the tp group; ``cp_variant`` is how the cp ranks
+    share keys and values: "allgather", "ring" or "ulysses" (see ``parallelism.context``).
 
     >>> p = ParallelPlan(dp=64, tp=8, pp=16)
     >>> p.world_size
@@ -54,6 +56,7 @@ class ParallelPlan:
     recompute: str = "none"
     sequence_parallel: bool = False
     shard_group: int | None = None
+    cp_variant: str = "allgather"
 
     def __post_init__(self):
         for name in ("dp", "tp", "pp", "cp", "ep", "micro_batch", "virtual_stages"):
@@ -80,6 +83,7 @@ class ParallelPlan:
             raise ValueError(f"virtual_stages={self.virtual_stages} needs an interleaved "
                              "schedule; use schedule='interleaved' or virtual_stages=1")
         check_choice("recompute", self.recompute, RECOMPUTE)
+        check_choice("cp_variant", self.cp_variant, CP_VARIANTS)
         replicas = self.dp * self.cp
         if replicas % self.ep:
             raise ValueError(f"ep={self.ep} must divide dp * cp = {replicas} (experts are "

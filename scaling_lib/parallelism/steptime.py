@@ -111,13 +111,18 @@ def comm_time(comm: Comm, cluster, plan: ParallelPlan) -> dict:
     check_plan(plan)
     if comm.group_size <= 1 or not comm.nbytes:
         return {}
+    if comm.kind == "collective-permute":  # ring step: every device sends to its neighbour at
+        g = group_cluster(cluster, plan, comm)  # once; the slowest hop is a node boundary
+        level, link = (("intra-node", g.intra_node) if g.devices_per_node >= g.n_devices
+                       else ("inter-node", g.inter_node))
+        return {level: (link.latency + comm.nbytes / link.bytes_per_s) * comm.count}
     t = hierarchical_time(comm.kind, comm.nbytes, group_cluster(cluster, plan, comm))
     return {level: float(v) * comm.count for level, v in t.items() if float(v) > 0}
 
 
 def compute_times(cfg, plan: ParallelPlan, B, T, accelerator, *, efficiency=1.0,
                   dtype="bf16", flash_attention=False) -> dict:
-    """Seconds of forward and backward compute on one device: FLOPs / (dp·tp) / (η · C).
+    """Seconds of forward and backward compute on one device: FLOPs / (dp·tp·cp) / (η · C).
 
     Forward: :func:`scaling_lib.transformer.forward_flops` (causal); backward: what
     :func:`~scaling_lib.transformer.train_flops` adds, twice the forward, plus the forward again
@@ -133,7 +138,7 @@ def compute_times(cfg, plan: ParallelPlan, B, T, accelerator, *, efficiency=1.0,
     _one(check_positive, "B", B)  # a float when a timeline derives it from tokens per device
     _one(check_count, "T", T)
     acc = hardware.get(accelerator)
-    share = plan.dp * plan.tp
+    share = plan.dp * plan.tp * plan.cp  # cp: load-balanced chunks, an equal share each
     fwd = float(transformer.forward_flops(cfg, B, T, causal=True)) / share
     bwd = float(transformer.train_flops(cfg, B, T, causal=True, recompute=plan.recompute,
                                         flash_attention=flash_attention)) / share - fwd

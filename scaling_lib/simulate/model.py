@@ -7,8 +7,8 @@ RMSNorm and the output layer, with the mean next-token cross-entropy as the loss
 encoding (the causal mask alone orders the tokens).
 
 The forward pass never calls a collective itself: it asks an ``ops`` object (see
-``step.Ops``) to fetch a weight, to enter and leave a tensor-parallel block, to look up
-embeddings and to compute the loss. With the plan of one device every op is the plain
+``step.Ops``) to fetch a weight, to enter and leave a tensor-parallel block, to attend (across
+context-parallel ranks), to look up embeddings and to compute the loss. With the plan of one device every op is the plain
 single-device computation, so the same code is the reference and every parallel version.
 """
 
@@ -91,7 +91,7 @@ def attention(jax, jnp, q, k, v, H):
 def layer(jax, jnp, ops, cfg, x, w):
     """One transformer layer; ``w`` maps LAYER_PARAMS names to this device's (fetched) weights."""
     h = ops.enter(rms_norm(jnp, x, w["attn_norm"]))
-    a = attention(jax, jnp, h @ w["wq"], h @ w["wk"], h @ w["wv"], cfg.H)
+    a = ops.attention(jax, jnp, h @ w["wq"], h @ w["wk"], h @ w["wv"], cfg.H)
     x = x + ops.leave(a @ w["wo"])
     h = ops.enter(rms_norm(jnp, x, w["mlp_norm"]))
     if "router" in w:

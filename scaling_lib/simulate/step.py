@@ -3,7 +3,8 @@
 The program is written with ``jax.shard_map``: every collective in it is one the code asks for
 (or its transpose, which ``jax.grad`` derives), so the compiled program shows which run. The
 devices form a mesh with axes ``dpr`` (dp / S replicas), ``dps`` (the ZeRO shard group of S
-ranks; all of dp when zero = 0) and ``tp``; an axis of size 1 is left out.
+ranks; all of dp when zero = 0), ``cp`` (context parallelism, see ``context``) and ``tp``; an
+axis of size 1 is left out.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 
 from ..models import TransformerConfig
 from ..parallelism.plan import ParallelPlan
+from . import context as _context
 from . import data as _data
 from . import fsdp as _fsdp
 from . import model as _model
@@ -56,7 +58,11 @@ def check_supported(cfg, plan: ParallelPlan, B: int, T: int, dtype: str, optimiz
         raise ValueError(f"cfg must be a TransformerConfig, got {cfg!r}")
     if not isinstance(plan, ParallelPlan):
         raise ValueError(f"plan must be a ParallelPlan, got {plan!r}")
-    bad = [f"{k}={getattr(plan, k)}" for k in ("pp", "cp") if getattr(plan, k) != 1]
+    bad = [f"{k}={getattr(plan, k)}" for k in ("pp",) if getattr(plan, k) != 1]
+    if plan.cp > 1 and (plan.zero or plan.shard_group is not None):
+        bad.append(f"cp={plan.cp} with zero={plan.zero}")
+    if plan.cp > 1 and cfg.is_moe:
+        bad.append(f"cp={plan.cp} with an MoE model (cfg.E={cfg.E})")
     if plan.recompute != "none":
         bad.append(f"recompute={plan.recompute!r}")
     if cfg.is_moe and (plan.zero or plan.sequence_parallel):
@@ -71,9 +77,9 @@ def check_supported(cfg, plan: ParallelPlan, B: int, T: int, dtype: str, optimiz
         bad.append(f"world_size={plan.world_size} > 8 devices")
     if bad:
         raise ValueError(f"train_step does not simulate {', '.join(bad)}; it runs dp, tp, "
-                         "zero 0-3, shard_group and sequence_parallel (dense models), and ep "
-                         "(MoE models) on up to 8 devices, for an RMSNorm/SwiGLU model without "
-                         "biases or tied embeddings")
+                         "zero 0-3, shard_group, sequence_parallel and cp (with zero=0) for "
+                         "dense models, and ep (MoE models, zero=0) on up to 8 devices, for an "
+                         "RMSNorm/SwiGLU model without biases or tied embeddings")
     if dtype not in DTYPES:
         raise ValueError(f"dtype={dtype!r}; valid choices: {', '.join(DTYPES)}")
     if optimizer not in OPTIMIZERS:
@@ -94,8 +100,10 @@ def check_supported(cfg, plan: ParallelPlan, B: int, T: int, dtype: str, optimiz
 class Ops:
     """The parallel operations the model's forward pass asks for (see ``model``)."""
 
-    def __init__(self, jax, cfg, plan, axes):
+    def __init__(self, jax, cfg, plan, axes, T=None):
         self.jax, self.lax, self.jnp = jax, jax.lax, jax.numpy
+        self.cp, self.cp_variant, self.T = axes.get("cp"), plan.cp_variant, T
+        self.cp_size = plan.cp
         self.tp = axes.get("tp")
         self.sp = bool(plan.sequence_parallel) and self.tp is not None
         self.shard = axes.get("dps") if plan.zero == 3 else None
@@ -109,6 +117,12 @@ class Ops:
 
     def remat(self, fn):
         return fn if self.shard is None else _fsdp.remat(self.jax, fn)
+
+    def attention(self, jax, jnp, q, k, v, H):
+        if self.cp is None:
+            return _model.attention(jax, jnp, q, k, v, H)
+        return _context.attention(jax, self.cp_variant, q, k, v, H, self.cp, self.T,
+                                  self.cp_size)
 
     def enter(self, x):
         return _tensor.enter(self.lax, x, self.tp, self.sp)
@@ -142,8 +156,8 @@ def _mesh_axes(plan):
     """{axis name: size} for the mesh axes of size > 1 (dpr, dps, tp; with expert parallelism
     dpr, ep, tp: the ep ranks are data-parallel ranks too), in mesh order."""
     S = plan.zero_group if plan.zero else plan.dp
-    sizes = {"dpr": plan.dp // S, "dps": S, "tp": plan.tp}
-    if plan.ep > 1:  # zero = 0 (check_supported)
+    sizes = {"dpr": plan.dp // S, "dps": S, "cp": plan.cp, "tp": plan.tp}
+    if plan.ep > 1:  # zero = 0, cp = 1 (check_supported)
         sizes = {"dpr": plan.dp // plan.ep, _moe.EP_AXIS: plan.ep, "tp": plan.tp}
     return {k: v for k, v in sizes.items() if v > 1}
 
@@ -154,11 +168,13 @@ def _build(cfg, plan, B, T, dtype, optimizer):
     jnp, lax, P = jax.numpy, jax.lax, jax.sharding.PartitionSpec
     sizes = _mesh_axes(plan)
     axes = {k: k for k in sizes}
-    dp_axes = tuple(a for a in ("dpr", "dps", _moe.EP_AXIS) if a in axes)
+    # the gradient's replicas, and the axes that split the batch
+    dp_axes = tuple(a for a in ("dpr", "dps", _moe.EP_AXIS, "cp") if a in axes)
+    batch_axes = tuple(a for a in ("dpr", "dps", _moe.EP_AXIS) if a in axes)
 
     def replica_axes(name):  # the dp axes over which parameter ``name`` is replicated
         return tuple(a for a in dp_axes if not (a == _moe.EP_AXIS and _moe.is_expert(name)))
-    ops = Ops(jax, cfg, plan, axes)
+    ops = Ops(jax, cfg, plan, axes, T)
     lay = ops.layout
     n_micro = plan.n_microbatches(B)
     S = sizes.get("dps", 1) if plan.zero else 1
@@ -199,7 +215,8 @@ def _build(cfg, plan, B, T, dtype, optimizer):
         if n_micro == 1:
             loss, acc = micro(None, (tokens, targets))
         else:  # gradient accumulation: a loop over micro-batches
-            split = (tokens.reshape(n_micro, -1, T), targets.reshape(n_micro, -1, T))
+            t = tokens.shape[-1]  # T / cp tokens on this rank
+            split = (tokens.reshape(n_micro, -1, t), targets.reshape(n_micro, -1, t))
             zeros = {k: jnp.zeros_like(v) for k, v in local.items()}
             if stage2:
                 zeros = {k: _fsdp.my_shard(lax, v, lay[k][2], "dps", S) for k, v in zeros.items()}
@@ -232,7 +249,7 @@ def _build(cfg, plan, B, T, dtype, optimizer):
     mesh = make_mesh(tuple(sizes.values()), tuple(sizes))
     pspec = {k: spec(k, plan.zero == 3) for k in lay}
     gspec = {k: spec(k, plan.zero >= 1) for k in lay}
-    bspec = P(dp_axes or None, None)
+    bspec = P(batch_axes or None, "cp" if "cp" in axes else None)
     fn = jax.shard_map(step, mesh=mesh, in_specs=(pspec, bspec, bspec),
                        out_specs=(P(dp_axes or None), gspec, pspec))
     return fn, shapes, mesh
@@ -260,9 +277,9 @@ def train_step(cfg, plan: ParallelPlan | None = None, *, B: int, T: int, seed: i
     next-token cross-entropy over the B·T tokens; the optimizer is SGD (lr 0.1) or the first
     step of Adam. ``ParallelPlan()`` runs on one device and is the reference every plan must
     reproduce. Needs ``use_cpu_devices(n)`` with n >= plan.world_size before JAX starts.
-    Supported: dp, zero 0-3, shard_group (HSDP), tp, sequence_parallel, and their
-    combinations for dense models; dp, tp and ep (expert parallelism, see ``moe``) for MoE
-    models; anything else raises ValueError naming it.
+    Supported: dp, zero 0-3, shard_group (HSDP), tp, sequence_parallel, cp (each
+    ``cp_variant``, with zero=0), and their combinations for dense models; dp, tp and ep
+    (expert parallelism, see ``moe``) for MoE models; anything else raises ValueError naming it.
     """
     plan = ParallelPlan() if plan is None else plan
     check_supported(cfg, plan, B, T, dtype, optimizer)
@@ -271,6 +288,11 @@ def train_step(cfg, plan: ParallelPlan | None = None, *, B: int, T: int, seed: i
     dt = DTYPES[dtype]
     params = {k: jax.numpy.asarray(v, dt) for k, v in _model.init_params(cfg, seed).items()}
     tokens, targets = _model.batch(cfg, B, T, seed)
+    if plan.cp > 1:  # lay each sequence out in the load-balanced chunk order (the loss is a sum)
+        from ..parallelism.context import token_order
+
+        order = token_order(T, plan.cp)
+        tokens, targets = tokens[:, order], targets[:, order]
     if mesh is not None:
         ins = compiled.input_shardings[0]
         params = jax.device_put(params, ins[0])
