@@ -40,7 +40,7 @@ from scaling_lib.parallelism import ParallelPlan
 
 MODULES = (units, breakdown, hardware, roofline, collectives, models, transformer, memory,
            inference, parallelism, parallelism.context, parallelism.data, parallelism.fsdp,
-           parallelism.tensor, parallelism.pipeline,
+           parallelism.tensor, parallelism.pipeline, parallelism.expert,
            published, sharding, _steptime, _timeline, _split, serving, serving_sim,
            serving_engine, serving_parallel, scheduling)
 

@@ -10,8 +10,8 @@ transformer on as many devices as a :class:`~scaling_lib.parallelism.ParallelPla
 Modules: ``devices`` (asking for devices, meshes, the notation), ``hlo`` (reading compiled
 programs), ``model`` (the reference transformer, written once for every plan), one module per
 strategy mirroring :mod:`scaling_lib.parallelism` (``data``, ``fsdp``, ``tensor``,
-``context``, ``pipeline``) and ``step`` (the training step that puts them together) and
-``decode`` (one tensor-parallel decode step with its KV cache).
+``context``, ``pipeline``, ``moe`` for expert parallelism) and ``step`` (the training step
+that puts them together) and ``decode`` (one tensor-parallel decode step with its KV cache).
 
 JAX is an optional dependency: importing this module never imports jax; the functions that need
 it import it when called (``pip install "scaling_lib[jax]"``).
