@@ -58,7 +58,7 @@ def test_bubble_follows_the_schedule():
     c = hardware.cluster("h100", 8)
     e = estimate(GPT, c, ParallelPlan(pp=4, dp=2), 16, 2048)  # m = 8 micro-batches
     frac = e.bubble_time / (e.bubble_time + e.compute_time)
-    assert 0.2 < frac < 3 / 11 + 0.01  # (p-1)/(m+p-1) = 3/11 of the pipelined part
+    assert 0.15 < frac < 3 / 11 + 0.01  # (p-1)/(m+p-1) = 3/11 of the layers (not the head)
     v2 = estimate(GPT, c, ParallelPlan(pp=4, dp=2, virtual_stages=2, schedule="interleaved"),
                   16, 2048)
     assert v2.bubble_time < e.bubble_time * 0.6
