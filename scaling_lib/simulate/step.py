@@ -55,7 +55,10 @@ def check_supported(cfg, plan: ParallelPlan, B: int, T: int, dtype: str, optimiz
         raise ValueError(f"cfg must be a TransformerConfig, got {cfg!r}")
     if not isinstance(plan, ParallelPlan):
         raise ValueError(f"plan must be a ParallelPlan, got {plan!r}")
-    bad = [f"{k}={getattr(plan, k)}" for k in ("pp", "cp", "ep") if getattr(plan, k) != 1]
+    from . import pipeline as _pipeline
+
+    bad = [f"{k}={getattr(plan, k)}" for k in ("cp", "ep") if getattr(plan, k) != 1]
+    bad += _pipeline.unsupported(cfg, plan)
     if plan.recompute != "none":
         bad.append(f"recompute={plan.recompute!r}")
     for field, ok in (("E", 1), ("mla", None), ("bias", False), ("norm", "rmsnorm"),
@@ -67,7 +70,8 @@ def check_supported(cfg, plan: ParallelPlan, B: int, T: int, dtype: str, optimiz
         bad.append(f"world_size={plan.world_size} > 8 devices")
     if bad:
         raise ValueError(f"train_step does not simulate {', '.join(bad)}; it runs dp, tp, "
-                         "zero 0-3, shard_group and sequence_parallel on up to 8 devices, for a "
+                         "zero 0-3, shard_group, sequence_parallel and pp (gpipe, 1f1b) on up to 8 "
+                         "devices, for a "
                          "dense RMSNorm/SwiGLU model without biases or tied embeddings")
     if dtype not in DTYPES:
         raise ValueError(f"dtype={dtype!r}; valid choices: {', '.join(DTYPES)}")
@@ -244,6 +248,10 @@ def train_step(cfg, plan: ParallelPlan | None = None, *, B: int, T: int, seed: i
     """
     plan = ParallelPlan() if plan is None else plan
     check_supported(cfg, plan, B, T, dtype, optimizer)
+    if plan.pp > 1:  # the pipelined step lives in its own module
+        from . import pipeline as _pipeline
+
+        return _pipeline.train_step(cfg, plan, B, T, seed, dtype, optimizer, StepResult)
     jax = _jax()
     compiled, mesh = _compiled(cfg, plan, B, T, dtype, optimizer)
     dt = DTYPES[dtype]
