@@ -205,13 +205,14 @@ def _gemm_time(M, K, N, batch, acc, a, cal):
 def matmul_time(M, K, N, accelerator, *, dtype="bf16", calibration=None):
     """Seconds of one matmul [M, K] x [K, N] on ``accelerator``, the estimator's roofline sum
 
-        t = 2MNK / (η_c · C) + a·(MK + KN + MN) / (η_m · W_HBM)
+        t = 2MNK / (η_c · w · d · C) + a·(MK + KN + MN) / (η_m · W_HBM)
 
-    with η_c, η_m from ``calibration`` (default: the library's), C the dense peak in ``dtype``
-    and a its bytes per element. Broadcasts over M, K, N.
+    with η_c, η_m from ``calibration`` (default: the library's), w the share of SMs its tiles
+    keep busy (:func:`wave_efficiency`), d = K / (K + K½), C the dense peak in ``dtype`` and a
+    its bytes per element. Broadcasts over M, K, N.
 
     >>> t = matmul_time(8192, 8192, 8192, "h100")
-    >>> round(2 * 8192**3 / t / 989.4e12, 2)  # share of the peak: η_c, waves, bytes
+    >>> round(float(2 * 8192**3 / t / 989.4e12), 2)  # share of the peak: η_c, waves, bytes
     0.7
     """
     acc = hardware.get(accelerator)
