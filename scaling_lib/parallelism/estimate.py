@@ -451,8 +451,10 @@ def estimate_arrays(cfg, cluster, plans: dict, global_batch, T, *, dtype="bf16",
     exposed_mb = tp_mb + ep_mb + cp_mb + pp_mb + z3_mb
     busy = m * (compute_mb + exposed_mb)
     frac = np.zeros_like(m)
-    for s in np.unique(P["schedule"]):
+    for s in SCHEDULES:
         sel = P["schedule"] == s
+        if not np.any(sel):
+            continue
         vv = np.where(s == "gpipe", 1, P["virtual_stages"][sel])
         frac[sel] = pipeline_bubble_fraction(P["pp"][sel], m[sel].astype(np.int64), vv, s)
     bubble = frac / (1 - frac) * m * (stage_mb + tp_mb + ep_mb + cp_mb + pp_mb)
@@ -492,7 +494,8 @@ def estimate_arrays(cfg, cluster, plans: dict, global_batch, T, *, dtype="bf16",
             hw[sel] = float(transformer.train_flops(c, B, T, causal=False, recompute=r))
     hfu = hw / step / peak
 
-    mem_parts = _memory_parts(c, P, m, T, a, recipe, flash_attention, emb_params)
+    mem_parts = _memory_parts(c, P, m, T, a, recipe, flash_attention,
+                              (dense_params, expert_params))
     mem = sum(mem_parts.values())
     out = dict(step_time=step, compute_time=compute_time, exposed_comm_time=exposed_comm,
                bubble_time=bubble, optimizer_time=opt, memory_bytes=mem,
@@ -512,11 +515,24 @@ def estimate_arrays(cfg, cluster, plans: dict, global_batch, T, *, dtype="bf16",
     return out
 
 
+def _groups(*cols):
+    """(unique rows as a 2-D int array, inverse index) of equal-length integer columns: np.unique
+    over rows, via one integer key (a 1-D sort is far faster than unique(axis=0))."""
+    key = np.zeros(len(cols[0]), np.int64)
+    parts = []
+    for col in cols:
+        u, inv = np.unique(np.asarray(col), return_inverse=True)
+        key = key * len(u) + inv.ravel()
+        parts.append(u)
+    ukey, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    rows = np.stack([np.asarray(col)[first] for col in cols], axis=1)
+    return rows, inv.ravel()
+
+
 def _stage_params(c, P):
     """(dense, expert, embedding) parameters of the busiest stage on one device (before ZeRO),
     per plan, from ``memory._first_stage_params`` evaluated once per distinct (tp, pp, ep)."""
-    keys = np.stack([P["tp"], P["pp"], P["ep"]], axis=1)
-    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    uniq, inv = _groups(P["tp"], P["pp"], P["ep"])
     dense = np.empty(len(uniq))
     expert = np.empty(len(uniq))
     for i, (tp, pp, ep) in enumerate(uniq):
@@ -527,11 +543,12 @@ def _stage_params(c, P):
     return dense[inv.ravel()], expert[inv.ravel()], emb
 
 
-def _memory_parts(c, P, m, T, a, recipe, flash, emb):
+def _memory_parts(c, P, m, T, a, recipe, flash, stage_params):
     """Bytes per device by part, per plan (the first pipeline stage, which holds the most
-    activations; with pp = 1 also the output layer and the logits)."""
+    activations; with pp = 1 also the output layer and the logits). ``stage_params``:
+    :func:`_stage_params`'s (dense, expert) parameters."""
     p_b, g_b, o_b = _memory._recipe(recipe, "adam")
-    dense, experts, _ = _stage_params(c, P)
+    dense, experts = stage_params
     zero = P["zero"]
     S = (P["dp"] * P["cp"]).astype(float)
     S_e = np.maximum(S / P["ep"], 1.0)
@@ -549,9 +566,7 @@ def _memory_parts(c, P, m, T, a, recipe, flash, emb):
     r_idx = np.zeros(len(zero), np.int64)
     for j, r in enumerate(RECOMPUTE):
         r_idx[P["recompute"] == r] = j
-    keys = np.stack([P["tp"], P["sequence_parallel"].astype(np.int64), r_idx], axis=1)
-    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-    inv = inv.ravel()
+    uniq, inv = _groups(P["tp"], P["sequence_parallel"].astype(np.int64), r_idx)
     for i, (t, s, r) in enumerate(uniq):
         rname = RECOMPUTE[r]
         sel = inv == i
