@@ -429,7 +429,11 @@ def estimate_arrays(cfg, cluster, plans: dict, global_batch, T, *, dtype="bf16",
                         + _coll_time("reduce-scatter", act, tp, 1, links),
                         _coll_time(tp_kind, act, tp, 1, links))
     tp_mb = n_stage * n_tp / 2 * t_tp_one
-    a2a = _coll_time("all-to-all", act * c.k * tp, ep, tp, links) / tp if c.is_moe else 0.0 * m
+    # expert dispatch and combine: each device sends its M·k token copies (V/ep of the array V
+    # the all-to-all's cost is written in; with sequence parallelism its 1/tp share of the
+    # tokens), once forward and once back, per MoE layer
+    a2a = _coll_time("all-to-all", act * c.k * ep / np.where(sp, tp, 1.0), ep, tp, links) \
+        if c.is_moe else 0.0 * m
     ep_mb = n_moe * 2 * (2 + np.where(rec == "full", 1, 0)) * a2a
     # context parallelism: K and V blocks passed round the ring, hidden under attention
     kv = 2 * M * c.K * c.H * a / np.minimum(tp, c.K)
