@@ -241,6 +241,30 @@ def report(which: str = "single", calibration=None) -> Report:
                   float(err[split(rows, "test")].mean()), float(err.mean()), rows, pred)
 
 
+def ranking_accuracy(report, *, margin=0.2) -> tuple[float, int]:
+    """How often the estimate orders two plans of the same job (same model, batch and GPU count)
+    as the measurements do, over the pairs whose measured times differ by more than ``margin``
+    (relative): (share ordered correctly, number of pairs). What a planner needs most.
+
+    >>> acc, n = ranking_accuracy(report("multi"))
+    >>> acc > 0.8 and n > 100
+    True
+    """
+    rows, pred = report.rows, report.predicted
+    keys = np.stack([rows[k] for k in ("D", "N", "L", "T", "global_batch", "n_gpus")], axis=1)
+    _, inv = np.unique(keys, axis=0, return_inverse=True)
+    inv = inv.ravel()
+    good = total = 0
+    for g in np.unique(inv):
+        idx = np.flatnonzero(inv == g)
+        m, p = rows["measured"][idx], pred[idx]
+        i, j = np.triu_indices(len(idx), 1)
+        far = np.abs(m[i] / m[j] - 1) > margin
+        good += int(np.sum((np.sign(m[i] - m[j]) == np.sign(p[i] - p[j]))[far]))
+        total += int(np.sum(far))
+    return (good / total if total else float("nan")), total
+
+
 # ---- published runs -----------------------------------------------------------------------------
 # Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models"),
 # Table 1 (models and layouts on Selene, DGX A100 80GB, s = 2,048, V = 51,200) and Table 5

@@ -109,3 +109,11 @@ def test_bad_arguments():
         val.load("triple")
     with pytest.raises(ValueError, match="cannot fit"):
         val.fit(fields=("peak_flops",))
+
+
+def test_plans_of_one_job_are_ranked_as_measured(reports):
+    # measured 97.9% (single) and 88.1% (multi) of pairs more than 20% apart
+    acc_s, n_s = val.ranking_accuracy(reports["single"])
+    acc_m, n_m = val.ranking_accuracy(reports["multi"])
+    assert acc_s >= 0.96 and n_s > 5000
+    assert acc_m >= 0.85 and n_m > 500
