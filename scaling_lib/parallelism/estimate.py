@@ -44,7 +44,7 @@ import numpy as np
 
 from .. import hardware, memory as _memory, models, transformer
 from ..breakdown import Breakdown
-from ..units import _brief, check_count, dtype_bytes
+from ..units import MAX_DEVICES, _brief, check_count, dtype_bytes
 from .plan import RECOMPUTE, SCHEDULES, ParallelPlan, check_plan, pipeline_bubble_fraction
 
 # Adam with mixed precision, bytes of HBM traffic per parameter of the local shard: read the
@@ -331,21 +331,36 @@ def _coll_time(kind, V, g, stride, links):
 
 # ---- the vectorised estimate --------------------------------------------------------------------
 def _plans(plans: dict) -> dict:
+    if not isinstance(plans, dict):
+        raise ValueError(f"plans={_brief(plans)} must be a dict of equal-length arrays "
+                         f"{', '.join(PLAN_FIELDS)}")
     missing = [k for k in PLAN_FIELDS if k not in plans]
     if missing:
         raise ValueError(f"plans is missing {missing}; it needs arrays {', '.join(PLAN_FIELDS)}")
-    out = {k: np.asarray(plans[k]) for k in PLAN_FIELDS}
+    try:
+        out = {k: np.asarray(plans[k]) for k in PLAN_FIELDS}
+    except (TypeError, ValueError, OverflowError) as e:
+        raise ValueError(f"plans must hold arrays of numbers and strings ({e})") from None
     n = {v.shape for v in out.values()}
     if len(n) != 1 or len(next(iter(n))) != 1:
         raise ValueError(f"plans must hold equal-length 1-D arrays, got shapes {sorted(n)}")
     for k in PLAN_FIELDS[:8]:
-        out[k] = out[k].astype(np.int64)
-        if np.any(out[k] < (0 if k == "zero" else 1)):
-            raise ValueError(f"plans[{k!r}] must hold positive integers")
+        v = out[k]
+        if v.dtype.kind not in "iuf" or (v.dtype.kind == "f" and (
+                not np.all(np.isfinite(v)) or np.any(v != np.round(v)))):
+            raise ValueError(f"plans[{k!r}]={_brief(plans[k])} must hold whole numbers")
+        if np.any(v < (0 if k == "zero" else 1)) or np.any(v > MAX_DEVICES):
+            raise ValueError(f"plans[{k!r}] must hold integers from {0 if k == 'zero' else 1} "
+                             f"to {MAX_DEVICES:,}")
+        out[k] = v.astype(np.int64)
     for k, valid in (("schedule", SCHEDULES), ("recompute", RECOMPUTE)):
-        bad = sorted(set(out[k].tolist()) - set(valid))
-        if bad:
-            raise ValueError(f"plans[{k!r}] holds {bad}; valid choices: {', '.join(valid)}")
+        bad = sorted(set(map(str, out[k].tolist())) - set(valid))
+        if bad or out[k].dtype.kind not in "US":
+            raise ValueError(f"plans[{k!r}] holds {bad or _brief(plans[k])}; valid choices: "
+                             f"{', '.join(valid)}")
+    if out["sequence_parallel"].dtype.kind not in "bi":
+        raise ValueError(f"plans['sequence_parallel']={_brief(plans['sequence_parallel'])} must "
+                         "hold booleans")
     out["sequence_parallel"] = out["sequence_parallel"].astype(bool)
     return out
 
