@@ -130,6 +130,12 @@ def main(argv=None) -> int:
     except ValueError as exc:  # the library's own input checks name the rule and the choices
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader closed the pipe (e.g. `| head`): stop quietly
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 __all__ = ["main", "parser", "SUBCOMMANDS", "UsageError"]
