@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -222,8 +221,12 @@ def _cluster_of(cluster, n: int):
                                name=f"{n} x {cluster.accelerator.name}")
 
 
-class SearchResult(Sequence):
-    """Feasible plans of a :func:`search`, best first: a sequence of StepEstimates.
+class SearchResult(list):
+    """Feasible plans of a :func:`search`, best first: a list of StepEstimates.
+
+    A read-only ``list`` whose items are built lazily: ``len``, indexing, slicing, iteration,
+    ``in``, ``==`` and ``+`` behave as on the list of every feasible plan's StepEstimate, but an
+    item costs an estimate (a few ms) only when read; ``list(result)`` makes a plain mutable copy.
 
     ``result[i]`` is the full :func:`~scaling_lib.parallelism.estimate.estimate` of the i-th
     best plan (built when first read); ``table`` holds the ranked arrays of every feasible plan
@@ -241,6 +244,57 @@ class SearchResult(Sequence):
 
     def __len__(self) -> int:
         return len(self.table["step_time"])
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __reversed__(self):
+        return (self[i] for i in reversed(range(len(self))))
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def __contains__(self, item) -> bool:
+        return any(x == item for x in self)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, list) and len(self) == len(other) and \
+            all(a == b for a, b in zip(self, other))
+
+    def __ne__(self, other) -> bool:
+        return not self == other
+
+    __hash__ = None
+
+    def __add__(self, other):
+        return list(self) + list(other)
+
+    def __radd__(self, other):
+        return list(other) + list(self)
+
+    def __mul__(self, n):
+        return list(self) * n
+
+    __rmul__ = __mul__
+
+    def __repr__(self) -> str:
+        best = f", best {self.plan(0)}" if len(self) else ""
+        return f"<SearchResult: {len(self):,} feasible plans of {self.n_plans:,}{best}>"
+
+    def index(self, item, *args) -> int:
+        return list(self).index(item, *args)
+
+    def count(self, item) -> int:
+        return sum(1 for x in self if x == item)
+
+    def copy(self) -> list:
+        return list(self)
+
+    def _read_only(self, *_, **__):
+        raise ValueError("a SearchResult is read-only; list(result) gives a mutable copy")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _read_only
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only
 
     def plan(self, i: int) -> ParallelPlan:
         """The i-th best plan (no estimate built)."""
