@@ -4,8 +4,8 @@
     python tools/setup_cells.py --check   # list them and exit 1 instead (what CI would do)
 
 The cell is tools/setup_cell.tmpl with ``@REPOSITORY@`` replaced by ``repository.url`` from
-_config.yml, the setting the Colab and download buttons use too: change the URL there and run
-this script. A notebook's set-up cell is its first code cell when that cell is tagged
+_config.yml, the setting the Colab and download buttons use too (change the URL there and run
+this script), and ``@JAX_VERSION@`` by the jax pin of requirements.txt. A notebook's set-up cell is its first code cell when that cell is tagged
 ``remove-cell`` and installs the course (any older version of the cell, e.g. one copied from
 another chapter); it is replaced in place (id and execution count kept, outputs cleared).
 A notebook without one gets the cell inserted before its first code cell. The notebooks' JSON
@@ -43,10 +43,20 @@ def repository_url(root: Path = ROOT) -> str:
     return url
 
 
+def pinned_version(name: str, root: Path = ROOT) -> str:
+    """``name``'s version in requirements.txt (``name==version``)."""
+    m = re.search(rf"^{re.escape(name)}==(\S+)", (root / "requirements.txt").read_text(),
+                  re.M | re.I)
+    if not m:
+        raise ValueError(f"{name} is not pinned (name==version) in requirements.txt")
+    return m.group(1)
+
+
 def cell_source(root: Path = ROOT) -> str:
-    """The set-up cell's source for the repository configured in _config.yml."""
+    """The set-up cell's source: the template with the repository URL from _config.yml and the
+    JAX release from requirements.txt (what a runtime without a recent enough JAX gets)."""
     return (root / "tools" / "setup_cell.tmpl").read_text().rstrip("\n").replace(
-        "@REPOSITORY@", repository_url(root))
+        "@REPOSITORY@", repository_url(root)).replace("@JAX_VERSION@", pinned_version("jax", root))
 
 
 def notebooks(root: Path = ROOT) -> list[Path]:
