@@ -74,7 +74,7 @@ def run(*cmd, **kw):
 
 
 def build(html: Path) -> Path:
-    out = html / "lite"
+    out = html.resolve() / "lite"  # absolute: jupyter lite runs in a temporary folder
     with tempfile.TemporaryDirectory(prefix="lite-") as tmp:
         tmp = Path(tmp)
         wheels, contents, lite_dir = tmp / "pypi", tmp / "contents", tmp / "lite"
