@@ -81,8 +81,14 @@ def build(html: Path) -> Path:
         for d in (wheels, contents, lite_dir):
             d.mkdir()
         pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
-        # scaling_lib from this checkout (build deps are in the environment: setuptools)
-        run(*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", wheels, ROOT,
+        # scaling_lib from this checkout (build deps are in the environment: setuptools), built
+        # from a copy so that setuptools' build/ and egg-info never land in (or leak from) it
+        src = tmp / "src"
+        shutil.copytree(ROOT / "scaling_lib", src / "scaling_lib",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        for name in ("pyproject.toml", "README.md"):
+            shutil.copy2(ROOT / name, src / name)
+        run(*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", wheels, src,
             stdout=subprocess.DEVNULL)
         run(*pip, "download", "--no-deps", "--only-binary=:all:", "-d", wheels,
             *(pinned(n) for n in EXTRA_WHEELS), stdout=subprocess.DEVNULL)
