@@ -69,6 +69,18 @@ def widget_extension_dirs() -> list[str]:
             if (Path(d) / WIDGET_EXTENSION / "package.json").exists()][:1]
 
 
+def _fold_setup_cell(text: str) -> str:
+    """The notebook with its set-up cell (first code cell, tagged remove-cell) shown folded in
+    JupyterLite (``metadata.jupyter.source_hidden``), as the book hides it; it still runs."""
+    nb = json.loads(text)
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "code":
+            if "remove-cell" in cell.get("metadata", {}).get("tags", []):
+                cell["metadata"].setdefault("jupyter", {})["source_hidden"] = True
+            break
+    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+
+
 def run(*cmd, **kw):
     subprocess.run([str(c) for c in cmd], check=True, **kw)
 
@@ -95,7 +107,7 @@ def build(html: Path) -> Path:
         for d in FOLDERS:
             (contents / d).mkdir()
             for nb in sorted((ROOT / d).glob("*.ipynb")):
-                shutil.copy2(nb, contents / d / nb.name)
+                (contents / d / nb.name).write_text(_fold_setup_cell(nb.read_text()))
         (lite_dir / "jupyter-lite.json").write_text(json.dumps({
             "jupyter-lite-schema-version": 0,
             "jupyter-config-data": {
