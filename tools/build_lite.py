@@ -63,8 +63,13 @@ def repository() -> dict:
 
 
 def widget_extension_dirs() -> list[str]:
-    """Where jupyterlab_widgets' lab extension (the ipywidgets front end) is installed."""
+    """Where jupyterlab_widgets' lab extension (the ipywidgets front end) is installed, when that
+    is not this environment's own folder (which jupyter lite reads anyway: naming it twice would
+    copy it twice)."""
     from jupyter_core.paths import jupyter_path
+    own = (Path(sys.prefix) / "share" / "jupyter" / "labextensions").resolve()
+    if (own / WIDGET_EXTENSION / "package.json").exists():
+        return []
     return [d for d in jupyter_path("labextensions")
             if (Path(d) / WIDGET_EXTENSION / "package.json").exists()][:1]
 
