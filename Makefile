@@ -1,5 +1,6 @@
 # Two commands for a fresh machine (Python 3.11-3.13, no accelerator):
-#   make book   - set up .venv and build the book, executing every notebook
+#   make book   - set up .venv and build the book, executing every notebook, and its live site
+#                 (_build/html/lite: JupyterLite, the notebooks and a scaling_lib wheel; tools/build_lite.py)
 #   make test   - set up .venv and run the test suite (library, notebooks, exercises, grader)
 # Also: make site-test (the built book: its pages, then headless Chromium if Debian's chromium is
 #       installed; builds the book first if _build/html is missing), make lab (JupyterLab on the
@@ -25,6 +26,7 @@ install: $(STAMP)
 book: $(STAMP)
 	rm -rf $(BUILD)
 	$(BIN)/jupyter-book build . --toc book/_toc.yml --path-output . -W --keep-going
+	$(BIN)/python tools/build_lite.py --html $(BUILD)/html
 	@echo "The book is at: $(CURDIR)/$(BUILD)/html/index.html"
 
 test: $(STAMP)

@@ -46,16 +46,26 @@ def test_every_notebook_is_in_the_toc_and_every_toc_file_exists():
         assert list(ROOT.glob(f + ".*")), f"_toc.yml lists {f}, which does not exist"
 
 
-def test_first_cell_installs_from_the_configured_repository():
+def test_every_notebook_has_exactly_the_generated_setup_cell():
+    """One set-up cell, generated from tools/setup_cell.tmpl and _config.yml's repository URL by
+    `python tools/setup_cells.py` (run it after changing either, or after copying a notebook)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("setup_cells", ROOT / "tools" / "setup_cells.py")
+    setup_cells = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(setup_cells)
     repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
-    first_cells = set()
-    for path in ALL:
+    want = setup_cells.cell_source(ROOT)
+    assert f'REPOSITORY = "{repo}"' in want
+    paths = setup_cells.notebooks(ROOT)
+    assert {p.parent.name for p in paths} == {"chapters", "solutions", "exercises", "book"}
+    stale = []
+    for path in paths:
         nb = nbformat.read(path, as_version=4)
+        setup = [c for c in nb.cells if setup_cells.is_setup_cell(c)]
         first = next(c for c in nb.cells if c.cell_type == "code")
-        assert f"git+{repo}" in first.source, f"{path.name}: first code cell must install {repo}"
-        assert "remove-cell" in first.metadata.get("tags", []), f"{path.name}: hide the set-up"
-        first_cells.add(first.source)
-    assert len(first_cells) == 1, "every notebook should share the same set-up cell"
+        if len(setup) != 1 or first.source != want or first.outputs:
+            stale.append(str(path.relative_to(ROOT)))
+    assert not stale, f"run `python tools/setup_cells.py`: {stale}"
 
 
 def test_chapters_link_their_exercises():

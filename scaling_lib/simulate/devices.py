@@ -8,11 +8,15 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 
 import numpy as np
 
 
 def _jax():
+    if sys.platform == "emscripten":  # the book's live mode: JupyterLite's Pyodide kernel
+        from ..lite import needs_full_kernel
+        raise needs_full_kernel()
     try:
         import jax
     except ImportError:  # pragma: no cover - depends on the environment

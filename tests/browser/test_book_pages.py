@@ -7,8 +7,10 @@ would otherwise execute every notebook a second time. SITE_HTML overrides where 
 (default: _build/html).
 """
 
+import json
 import os
 import re
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -64,3 +66,52 @@ def test_colab_launch_button_on_notebook_pages(html):
 def test_solutions_are_collapsible(html):
     sol = (html / "solutions" / "01_rooflines.html").read_text()
     assert "tag_hide-input" in sol and "dropdown" in sol
+
+
+def _built_notebook_pages(html):
+    for d in ("chapters", "exercises", "solutions", "book"):
+        for nb in sorted((ROOT / d).glob("*.ipynb")):
+            if (html / d / (nb.stem + ".html")).exists():
+                yield d, nb
+
+
+def test_live_site_has_the_notebooks_the_wheel_and_the_kernel(html):
+    """`make book` builds the live site (tools/build_lite.py) into lite/: every notebook, the
+    scaling_lib wheel in its package index, the Pyodide kernel and the widgets front end."""
+    lite = html / "lite"
+    assert (lite / "launch.html").exists() and (lite / "notebooks" / "index.html").exists()
+    for d in ("chapters", "exercises", "solutions", "book"):
+        for nb in (ROOT / d).glob("*.ipynb"):
+            assert (lite / "files" / d / nb.name).exists(), f"lite/files/{d}/{nb.name}"
+    wheels = {p.name for p in lite.rglob("*.whl")}
+    assert any(w.startswith("scaling_lib-") and w.endswith("-py3-none-any.whl") for w in wheels)
+    assert any(w.startswith("ipywidgets-") for w in wheels), wheels
+    index = json.loads((lite / "pypi" / "all.json").read_text())
+    assert "scaling-lib" in index and "ipywidgets" in index, sorted(index)  # normalised names
+    wheel = next(lite.rglob("scaling_lib-*.whl"))
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        meta = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert "scaling_lib/lite.py" in names and "scaling_lib/roofline.py" in names
+    # Pyodide runs Python 3.14: the wheel must not exclude it.
+    requires = re.search(r"^Requires-Python: (.*)$", meta, re.M)
+    assert requires is None or "<3.14" not in requires.group(1), requires.group(0)
+    config = json.loads((lite / "jupyter-lite.json").read_text())["jupyter-config-data"]
+    names = {e["name"] for e in config["federated_extensions"]}
+    assert {"@jupyterlite/pyodide-kernel-extension", "@jupyter-widgets/jupyterlab-manager"} <= names
+    kernel = config["litePluginSettings"]["@jupyterlite/pyodide-kernel-extension:kernel"]
+    assert kernel["disablePyPIFallback"] is True          # packages come from the site, not PyPI
+    assert kernel["pyodideUrl"].startswith("https://cdn.jsdelivr.net/pyodide/")  # documented
+    launch = (lite / "launch.html").read_text()
+    assert kernel["pyodideUrl"] in launch and "@PYODIDE_URL@" not in launch
+
+
+def test_live_button_on_every_notebook_page(html):
+    n = 0
+    for d, nb in _built_notebook_pages(html):
+        page = (html / d / (nb.stem + ".html")).read_text()
+        want = f"../lite/launch.html?path={d}/{nb.name}"
+        assert want in page, f"{d}/{nb.stem}.html lacks its live button ({want})"
+        n += 1
+    assert n, "no notebook pages"
+    assert "lite/launch.html" not in (html / "book" / "intro.html").read_text()

@@ -10,7 +10,8 @@ chromium`; never `playwright install`, which downloads a browser). Environment:
 
 Every page: no JavaScript error (console errors or uncaught exceptions), every <img> loaded, math
 typeset by MathJax 3, no request to any host but the loopback server (there is no documented
-exception: MathJax, the widget bundle and its fonts are served by the site), widget controls
+exception on the book's pages: MathJax, the widget bundle and its fonts are served by the site;
+the live site, lite/, may fetch only Pyodide's distribution), widget controls
 rendered where the page has widgets (and a widget label with math typesets through the MathJax 2
 shim), every image has alt text (except figures drawn by a widget from its saved state), headings never skip a level, figures on a white background in
 the dark theme. A full-page screenshot of each page is kept as a build artefact.
@@ -19,6 +20,7 @@ the dark theme. A full-page screenshot of each page is kept as a build artefact.
 import functools
 import html.parser
 import http.server
+import io
 import os
 import re
 import tempfile
@@ -46,8 +48,10 @@ if not Path(CHROMIUM).exists():
     pytest.skip(f"no Chromium at {CHROMIUM}: `apt-get install chromium` (Debian)",
                 allow_module_level=True)
 
+# The book's pages; the live site (lite/, JupyterLite's app) has its own tests below.
 PAGES = sorted(p.relative_to(SITE).as_posix() for p in SITE.rglob("*.html")
-               if not p.relative_to(SITE).parts[0].startswith("_"))
+               if not p.relative_to(SITE).parts[0].startswith("_")
+               and p.relative_to(SITE).parts[0] != "lite")
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -122,6 +126,39 @@ _DARK_IMAGES = """() => {
 }"""
 
 
+MAX_FIGURES_COMPARED = 12  # per page, to bound the time
+
+
+def _shot(locator):
+    """A screenshot of one element as a PIL image (None for an element with no size)."""
+    from PIL import Image
+    box = locator.bounding_box()
+    if not box or box["width"] < 8 or box["height"] < 8:
+        return None
+    return Image.open(io.BytesIO(locator.screenshot(animations="disabled"))).convert("RGB")
+
+
+def _max_difference(light, dark, margin=4):
+    """The largest channel difference between two renderings of one figure, centres aligned (the
+    dark theme pads images, on the figure's white background), inside a margin (the theme rounds
+    the corners, and the page shows through them)."""
+    from PIL import ImageChops
+    w, h = min(light.width, dark.width), min(light.height, dark.height)
+    if w <= 2 * margin or h <= 2 * margin or abs(light.width - dark.width) > 40:
+        return 255
+
+    def centre(im):
+        x, y = (im.width - w) // 2, (im.height - h) // 2
+        return im.crop((x + margin, y + margin, x + w - margin, y + h - margin))
+
+    return max(hi for _, hi in ImageChops.difference(centre(light), centre(dark)).getextrema())
+
+
+def _luminance(css_rgb):
+    r, g, b = (int(v) / 255 for v in re.findall(r"[\d.]+", css_rgb)[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
 def _is_loopback(url, base):
     parts = urlsplit(url)
     return parts.scheme in ("data", "blob", "about") or url.startswith(base)
@@ -182,10 +219,28 @@ def test_page(rel, server, browser_context):
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / (rel.replace("/", "__")[:-5] + ".png")), full_page=True)
 
-        # Dark theme: figures keep a white background and are not dimmed.
+        # Dark theme. The figures' colours were chosen for a white page (matplotlib's defaults), so
+        # the check is that the dark theme shows each figure exactly as the light theme does: the
+        # same pixels, on its own white background, not dimmed, while the page around it is dark.
+        # (A widget's own figure is exempt: the theme pads the widget area in the dark theme,
+        # which rescales it; its white background and lack of filter are checked below.)
+        figures = page.locator("article .cell_output img:not(.jupyter-widgets *), "
+                               "article figure img:not(.jupyter-widgets *)")
+        n_fig = min(figures.count(), MAX_FIGURES_COMPARED)
+        light = [_shot(figures.nth(k)) for k in range(n_fig)]
         for img in page.evaluate(_DARK_IMAGES):
             assert img["background"] == "rgb(255, 255, 255)", img
             assert img["filter"] == "none", img
+        page.wait_for_timeout(400)  # the theme's colour transitions
+        assert _luminance(page.evaluate(
+            "getComputedStyle(document.body).backgroundColor")) < 0.2, "dark theme not applied"
+        for k in range(n_fig):
+            dark = _shot(figures.nth(k))
+            if light[k] is not None and dark is not None:
+                diff = _max_difference(light[k], dark)
+                assert diff <= 8, f"figure {k} looks different in the dark theme (max diff {diff})"
+        if n_fig:
+            page.screenshot(path=str(SHOTS / (rel.replace("/", "__")[:-5] + "__dark.png")))
 
         assert not outside, f"requests off the loopback server: {outside}"
         assert not errors, "\n".join(errors)
@@ -227,3 +282,82 @@ def test_figures_have_descriptive_alt_text():
                     bad.append(f"{rel}: {src} (alt too short to describe a figure: {alt!r})")
     assert n_figures, "no notebook figures found in the built book"
     assert not bad, f"{len(bad)} images without a descriptive alt text, e.g. {bad[:3]}"
+
+
+# --- The live site (lite/, built by tools/build_lite.py) -----------------------------------------
+LITE = SITE / "lite"
+PYODIDE_HOST = "cdn.jsdelivr.net"  # the one documented outside host: Pyodide's distribution
+_LIVE_NOTEBOOK = "chapters/01_rooflines.ipynb"
+
+
+def _lite_page(browser_context, server, pyodide):
+    """A page whose requests off the server are refused, except Pyodide's distribution, which
+    ``pyodide`` answers: "offline" refuses it too; "stub" answers with a module whose
+    loadPyodide fails (the real runtime is not downloaded in a test)."""
+    page = browser_context.new_page()
+    log = {"errors": [], "outside": [], "pyodide": []}
+    page.on("console", lambda m: log["errors"].append(f"console.{m.type}: {m.text}")
+            if m.type == "error" else None)
+    page.on("pageerror", lambda e: log["errors"].append(f"uncaught: {e}"))
+
+    def route(r):
+        url = r.request.url
+        if _is_loopback(url, server):
+            return r.continue_()
+        if urlsplit(url).hostname == PYODIDE_HOST:
+            log["pyodide"].append(url)
+            if pyodide == "stub":
+                return r.fulfill(status=200, content_type="text/javascript", body=(
+                    "export async function loadPyodide() { throw new Error('no Pyodide in tests'); }"))
+        else:
+            log["outside"].append(url)
+        r.abort()
+
+    page.route("**/*", route)
+    return page, log
+
+
+def test_live_launch_page_reports_an_unreachable_kernel(server, browser_context):
+    """Offline (Pyodide's distribution refused), the launch page says the live kernel is not
+    available, why, and what to do instead, and throws nothing."""
+    if not (LITE / "launch.html").exists():
+        pytest.skip("no live site (lite/) in this build")
+    page, log = _lite_page(browser_context, server, "offline")
+    try:
+        page.goto(f"{server}/lite/launch.html?path={_LIVE_NOTEBOOK}", wait_until="load")
+        page.wait_for_selector("#failed:not([hidden])", timeout=20000)
+        text = page.inner_text("body")
+        assert "The live kernel is not available" in text and PYODIDE_HOST in text
+        assert page.locator("#colab").get_attribute("href").endswith("/blob/main/" + _LIVE_NOTEBOOK)
+        assert page.locator("#download").get_attribute("href") == "files/" + _LIVE_NOTEBOOK
+        assert LITE.joinpath("files", _LIVE_NOTEBOOK).exists()
+        assert page.url.endswith("launch.html?path=" + _LIVE_NOTEBOOK), "must not go on to the app"
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / "lite__launch_offline.png"), full_page=True)
+        assert log["pyodide"], "the launch page should have tried Pyodide's distribution"
+        assert not log["outside"], log["outside"]
+        # The refused probe is logged by Chromium as a failed resource; nothing else may be.
+        other = [e for e in log["errors"] if "Failed to load resource" not in e]
+        assert not other, other
+    finally:
+        page.close()
+
+
+def test_live_notebook_opens_in_jupyterlite(server, browser_context):
+    """With Pyodide's distribution answering (a stub here), the launch page opens JupyterLite's
+    notebook app on the page's notebook, whose cells render from the site's own files."""
+    if not (LITE / "launch.html").exists():
+        pytest.skip("no live site (lite/) in this build")
+    page, log = _lite_page(browser_context, server, "stub")
+    try:
+        page.goto(f"{server}/lite/launch.html?path={_LIVE_NOTEBOOK}", wait_until="load")
+        page.wait_for_url("**/lite/notebooks/**", timeout=30000)
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90000)
+        page.wait_for_function("document.querySelectorAll('.jp-Notebook .jp-Cell').length > 5",
+                               timeout=30000)
+        assert "Chapter 1" in page.inner_text(".jp-Notebook")
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / "lite__notebook.png"))
+        assert not log["outside"], f"the live site fetched from elsewhere: {log['outside']}"
+    finally:
+        page.close()
