@@ -67,7 +67,8 @@ def params_per_device(cfg, plan: ParallelPlan) -> tuple[float, float, float]:
     """(embedding, other dense, expert) parameters one tensor-parallel rank holds, before ZeRO.
 
     The memory module's split (attention, MLPs and the vocabulary-parallel embedding and output
-    layer / tp; norms replicated; experts / (ep · tp)), with pp = 1.
+    layer / tp; norms replicated; experts / (ep · tp)); with pp > 1, of the first pipeline
+    stage (its ⌈L/pp⌉ layers and the embedding), as the memory module reports.
 
     >>> c = models.TransformerConfig(L=2, D=32, F=64, N=4, K=2, H=8, V=64)
     >>> # V·D/2, then (2·(2·32·48 + 3·32·64) + 64·32)/2 + 5·32
@@ -79,7 +80,7 @@ def params_per_device(cfg, plan: ParallelPlan) -> tuple[float, float, float]:
     if not isinstance(plan, ParallelPlan):
         raise ValueError(f"plan={_brief(plan)} must be a ParallelPlan")
     c = models.get(cfg)
-    dense, experts, _, _ = _first_stage_params(c, plan.with_changes(pp=1))
+    dense, experts, _, _ = _first_stage_params(c, plan)
     embedding = (c.V + c.learned_positions) * c.D / plan.tp
     return embedding, dense - embedding, experts
 
@@ -90,24 +91,24 @@ def collectives(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
     B is the global batch in sequences of T tokens; ``dtype`` the format of the weights,
     gradients and activations that are communicated. Raises ValueError with the plan's
     constraint violations (see :func:`constraints`), or for a degree whose strategy module is
-    not written yet (pp, ep).
+    not written yet (ep).
 
     >>> c = models.TransformerConfig(L=2, D=32, F=64, N=4, K=2, H=8, V=64)
     >>> collectives(c, ParallelPlan(), 8, 16)  # one device: nothing to communicate
     []
     """
     check_step_args(plan, B, T)
-    from . import context, data, fsdp, tensor
+    from . import context, data, fsdp, pipeline, tensor
 
-    missing = [f"{k}={getattr(plan, k)}" for k in ("pp", "ep") if getattr(plan, k) > 1]
+    missing = [f"{k}={getattr(plan, k)}" for k in ("ep",) if getattr(plan, k) > 1]
     if missing:
         raise ValueError(f"no communication model yet for {', '.join(missing)}; the modelled "
                          "strategies are data, fsdp (ZeRO, HSDP), tensor (with sequence "
-                         "parallelism) and context")
+                         "parallelism), context and pipeline")
     reasons = constraints(cfg, plan, B, T)
     if reasons:
         raise ValueError("; ".join(reasons))
-    return [c for mod in (data, fsdp, tensor, context)
+    return [c for mod in (data, fsdp, tensor, context, pipeline)
             for c in mod.comms(cfg, plan, B, T, dtype=dtype)]
 
 
@@ -119,9 +120,10 @@ def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
     ['B=8 sequences must be a multiple of dp·micro_batch = 3']
     """
     check_step_args(plan, B, T)
-    from . import context, data, fsdp, tensor
+    from . import context, data, fsdp, pipeline, tensor
 
-    return [r for mod in (data, fsdp, tensor, context) for r in mod.constraints(cfg, plan, B, T)]
+    return [r for mod in (data, fsdp, tensor, context, pipeline)
+            for r in mod.constraints(cfg, plan, B, T)]
 
 
 def totals(comms) -> dict:

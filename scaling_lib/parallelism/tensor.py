@@ -14,6 +14,8 @@ with L layers, the embedding (vocabulary-parallel: one g) and the output layer (
             logit, the sum of exponentials, the target logit)
 
 These sit on the critical path (not overlappable) unless a collective matmul hides them.
+With pp > 1 the counts are the first pipeline stage's (as the memory module reports): its
+⌈L/pp⌉ layers and the embedding's g; the output layer's f and the loss belong to the last stage.
 
 The compute-bound limit on tp: the two forward AllReduces of a layer (a·BT·D each) against
 its matmuls, with f = forward matmul FLOPs of one layer per token (2·(2D(N+K)H + 3DF) for a
@@ -61,18 +63,22 @@ def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
     m = plan.n_microbatches(B)
     b = B // (plan.dp * m)  # sequences per micro-batch
     act = a * b * T / plan.cp * c.D
-    n = (2 * c.L + 1) * m
+    last = plan.pp == 1  # does this device hold the output layer and the loss?
+    layers = math.ceil(c.L / plan.pp)
+    n = (2 * layers + 1) * m
+    n_back = (2 * layers + last) * m
     if plan.sequence_parallel:
-        out = [Comm("all-gather", "tp", t, act, n, "forward", False),
+        out = [Comm("all-gather", "tp", t, act, n_back, "forward", False),
                Comm("reduce-scatter", "tp", t, act, n, "forward", False),
-               Comm("reduce-scatter", "tp", t, act, n, "backward", False),
+               Comm("reduce-scatter", "tp", t, act, n_back, "backward", False),
                Comm("all-gather", "tp", t, act, n, "backward", False),
-               Comm("all-reduce", "tp", t, a * (2 * c.L + 1) * _norm_params(c, c.D), m,
+               Comm("all-reduce", "tp", t, a * (2 * layers + last) * _norm_params(c, c.D), m,
                     "backward", True)]
     else:
         out = [Comm("all-reduce", "tp", t, act, n, "forward", False),
-               Comm("all-reduce", "tp", t, act, n, "backward", False)]
-    out.append(Comm("all-reduce", "tp", t, 4.0 * b * T / plan.cp, 3 * m, "forward", False))
+               Comm("all-reduce", "tp", t, act, n_back, "backward", False)]
+    if last:
+        out.append(Comm("all-reduce", "tp", t, 4.0 * b * T / plan.cp, 3 * m, "forward", False))
     return out
 
 

@@ -57,9 +57,14 @@ def check_supported(cfg, plan: ParallelPlan, B: int, T: int, dtype: str, optimiz
         raise ValueError(f"cfg must be a TransformerConfig, got {cfg!r}")
     if not isinstance(plan, ParallelPlan):
         raise ValueError(f"plan must be a ParallelPlan, got {plan!r}")
-    bad = [f"{k}={getattr(plan, k)}" for k in ("pp", "ep") if getattr(plan, k) != 1]
+    from . import pipeline as _pipeline
+
+    bad = [f"{k}={getattr(plan, k)}" for k in ("ep",) if getattr(plan, k) != 1]
     if plan.cp > 1 and (plan.zero or plan.shard_group is not None):
         bad.append(f"cp={plan.cp} with zero={plan.zero}")
+    if plan.cp > 1 and plan.pp > 1:
+        bad.append(f"cp={plan.cp} with pp={plan.pp}")
+    bad += _pipeline.unsupported(cfg, plan)
     if plan.recompute != "none":
         bad.append(f"recompute={plan.recompute!r}")
     for field, ok in (("E", 1), ("mla", None), ("bias", False), ("norm", "rmsnorm"),
@@ -71,8 +76,8 @@ def check_supported(cfg, plan: ParallelPlan, B: int, T: int, dtype: str, optimiz
         bad.append(f"world_size={plan.world_size} > 8 devices")
     if bad:
         raise ValueError(f"train_step does not simulate {', '.join(bad)}; it runs dp, tp, "
-                         "zero 0-3, shard_group, sequence_parallel and cp (with zero=0) on up to "
-                         "8 devices, for a "
+                         "zero 0-3, shard_group, sequence_parallel, cp (with zero=0) and pp "
+                         "(gpipe, 1f1b) on up to 8 devices, for a "
                          "dense RMSNorm/SwiGLU model without biases or tied embeddings")
     if dtype not in DTYPES:
         raise ValueError(f"dtype={dtype!r}; valid choices: {', '.join(DTYPES)}")
@@ -260,6 +265,10 @@ def train_step(cfg, plan: ParallelPlan | None = None, *, B: int, T: int, seed: i
     """
     plan = ParallelPlan() if plan is None else plan
     check_supported(cfg, plan, B, T, dtype, optimizer)
+    if plan.pp > 1:  # the pipelined step lives in its own module
+        from . import pipeline as _pipeline
+
+        return _pipeline.train_step(cfg, plan, B, T, seed, dtype, optimizer, StepResult)
     jax = _jax()
     compiled, mesh = _compiled(cfg, plan, B, T, dtype, optimizer)
     dt = DTYPES[dtype]

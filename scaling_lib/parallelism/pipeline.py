@@ -1,0 +1,374 @@
+"""Pipeline parallelism: the layers split into pp stages, micro-batches flowing through them.
+
+Each stage holds about L/pp layers; stage s sends its output activations to stage s + 1 in the
+forward pass and receives their gradient back in the backward pass (a collective-permute on the
+"pp" axis: one send per micro-batch per stage boundary in each direction). With v virtual
+stages per device (interleaved 1F1B) every device holds v chunks of L/(pp·v) layers, and a
+micro-batch crosses v times as many boundaries.
+
+The schedule decides the order in which each stage runs its forward (F) and backward (B)
+passes. :func:`schedule` builds the timeline of every operation by simulating the dependencies
+(F of a micro-batch on chunk k needs F on chunk k - 1; B on chunk k needs B on chunk k + 1 and
+F on chunk k) with each device running its operations one at a time in its schedule's order
+(:func:`order`). From the timeline come the bubble (:func:`bubble_fraction`, which equals
+:func:`~scaling_lib.parallelism.pipeline_bubble_fraction`: (p-1)/(v·m + p-1) of the step, or
+Megatron's (p-1)/(v·m) against the ideal compute time) and the activations each stage holds
+(:func:`peak_in_flight`: GPipe all m micro-batches, 1F1B at most p).
+
+Schedules (Huang et al. 2019 GPipe; Narayanan et al. 2021 PipeDream-Flush/1F1B and the
+interleaved schedule):
+
+- ``gpipe``: every forward, then every backward.
+- ``1f1b``: stage s runs p - s - 1 warm-up forwards, then alternates one forward and one
+  backward, then drains the remaining backwards.
+- ``interleaved``: 1F1B over v chunks per device, micro-batches taken in groups of p
+  (Megatron-LM's order; needs m a multiple of p).
+
+See: the chapter "Pipeline parallelism".
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import memory as _memory
+from .. import models
+from ..breakdown import Breakdown
+from ..units import _brief, check_choice, check_count, check_positive
+from .comms import Comm, element_bytes
+from .plan import SCHEDULES, ParallelPlan, check_step_args
+
+#: One row per operation of a pipeline timeline.
+EVENT_DTYPE = np.dtype([("stage", np.int64), ("micro", np.int64), ("chunk", np.int64),
+                        ("op", "U1"), ("start", np.float64), ("end", np.float64)])
+
+
+def _check_schedule_args(pp, m, v, kind):
+    p = check_count("pp", pp)
+    m = check_count("m", m)
+    v = check_count("v", v)
+    for name, x in (("pp", p), ("m", m), ("v", v)):
+        if np.ndim(x):
+            raise ValueError(f"{name}={_brief(x)} must be one whole number, not an array")
+    check_choice("kind", kind, SCHEDULES)
+    p, m, v = int(p), int(m), int(v)
+    if kind == "gpipe" and v != 1:
+        raise ValueError(f"v={v}: GPipe has no virtual stages; use kind='interleaved' or v=1")
+    if kind == "interleaved" and m % p:
+        raise ValueError(f"m={m} micro-batches must be a multiple of pp={p} for the interleaved "
+                         f"schedule (Megatron-LM's order takes them in groups of pp); choose m "
+                         f"in {[p * k for k in range(1, 5)]}, ...")
+    if p * m * v > 200_000:
+        raise ValueError(f"pp·m·v = {p * m * v:,} operations is too many to simulate "
+                         "(at most 200,000)")
+    return p, m, v
+
+
+def order(pp, m, stage, *, v=1, kind="1f1b") -> list[tuple[str, int, int]]:
+    """The operations one stage (device) runs, in its order: ("F" or "B", micro-batch, chunk).
+
+    >>> order(4, 4, 0)  # 3 warm-up forwards, then one forward one backward, then drain
+    [('F', 0, 0), ('F', 1, 0), ('F', 2, 0), ('F', 3, 0), ('B', 0, 0), ('B', 1, 0), ('B', 2, 0), ('B', 3, 0)]
+    >>> order(4, 4, 3)  # the last stage alternates from the start
+    [('F', 0, 0), ('B', 0, 0), ('F', 1, 0), ('B', 1, 0), ('F', 2, 0), ('B', 2, 0), ('F', 3, 0), ('B', 3, 0)]
+    """
+    p, m, v = _check_schedule_args(pp, m, v, kind)
+    s = check_count("stage", stage, minimum=0)
+    if np.ndim(s) or not 0 <= s < p:
+        raise ValueError(f"stage={_brief(stage)} must be one of 0..{p - 1}")
+    s = int(s)
+    if kind == "gpipe":
+        return [("F", i, 0) for i in range(m)] + [("B", i, 0) for i in range(m)]
+    if v == 1:  # 1F1B (and "interleaved" with one chunk, which is 1F1B)
+        fwd = [("F", i, 0) for i in range(m)]
+        bwd = [("B", i, 0) for i in range(m)]
+        warm = min(p - s - 1, m)
+    else:  # Megatron-LM's interleaved order: groups of p micro-batches, chunk by chunk
+        total = m * v
+
+        def fwd_at(k):
+            return ("F", (k // (p * v)) * p + k % p, (k // p) % v)
+
+        def bwd_at(k):
+            return ("B", (k // (p * v)) * p + k % p, v - 1 - (k // p) % v)
+
+        fwd = [fwd_at(k) for k in range(total)]
+        bwd = [bwd_at(k) for k in range(total)]
+        warm = min((p - s - 1) * 2 + (v - 1) * p, total)
+    out = fwd[:warm]
+    for j in range(len(fwd) - warm):
+        out += [fwd[warm + j], bwd[j]]
+    return out + bwd[len(fwd) - warm:]
+
+
+def schedule(pp, m, *, v=1, kind="1f1b", t_fwd=1.0, t_bwd=2.0, t_p2p=0.0) -> np.ndarray:
+    """The timeline of one pipelined step: every (stage, micro, chunk, op, start, end).
+
+    Simulated, not derived: each device runs :func:`order`'s operations one at a time, each as
+    soon as the device is free and its inputs have arrived (``t_p2p`` after the operation it
+    depends on ended on another device). ``t_fwd`` and ``t_bwd`` are one micro-batch's forward
+    and backward time through one device's layers (a chunk takes 1/v of it). Chunk c of device
+    s is virtual stage c·pp + s. Returns a numpy structured array (:data:`EVENT_DTYPE`) sorted
+    by start time, then stage.
+
+    >>> ev = schedule(4, 4, kind="gpipe", t_fwd=1, t_bwd=2)
+    >>> float(ev["end"].max())  # (m + p - 1)·(t_fwd + t_bwd)
+    21.0
+    """
+    p, m, v = _check_schedule_args(pp, m, v, kind)
+    tf = float(check_positive("t_fwd", t_fwd)) / v
+    tb = float(check_positive("t_bwd", t_bwd)) / v
+    tc = float(check_positive("t_p2p", t_p2p, allow_zero=True))
+    n_virtual = p * v
+    queues = [order(p, m, s, v=v, kind=kind) for s in range(p)]
+    pos = [0] * p
+    free = [0.0] * p
+    done: dict = {}  # (op, micro, virtual stage) -> (device, end)
+    rows = []
+    remaining = sum(len(q) for q in queues)
+    while remaining:
+        progressed = False
+        for s in range(p):
+            if pos[s] == len(queues[s]):
+                continue
+            op, i, c = queues[s][pos[s]]
+            k = c * p + s
+            deps = []
+            if op == "F" and k > 0:
+                deps.append(("F", i, k - 1))
+            if op == "B":
+                deps.append(("F", i, k))
+                if k < n_virtual - 1:
+                    deps.append(("B", i, k + 1))
+            if any(d not in done for d in deps):
+                continue
+            ready = max([free[s]] + [done[d][1] + (tc if done[d][0] != s else 0.0)
+                                     for d in deps])
+            end = ready + (tf if op == "F" else tb)
+            rows.append((s, i, c, op, ready, end))
+            done[(op, i, k)] = (s, end)
+            free[s] = end
+            pos[s] += 1
+            remaining -= 1
+            progressed = True
+        if not progressed:  # cannot happen for the orders above; guards a wrong order
+            raise ValueError(f"the {kind} order deadlocks for pp={p}, m={m}, v={v}")
+    ev = np.array(rows, dtype=EVENT_DTYPE)
+    return ev[np.lexsort((ev["stage"], ev["start"]))]
+
+
+def _check_events(events):
+    if not isinstance(events, np.ndarray) or events.dtype != EVENT_DTYPE or not events.size:
+        raise ValueError(f"events={_brief(events)} must be a timeline from schedule()")
+    return events
+
+
+def makespan(events) -> float:
+    """Duration of the step: the last operation's end (the first starts at 0)."""
+    return float(_check_events(events)["end"].max())
+
+
+def bubble_fraction(events, *, relative_to="step") -> float:
+    """Idle share of a timeline: idle device-time over p · step time (``relative_to="step"``),
+    or over the busy time (``"compute"``: Megatron-LM's (p-1)/(v·m)).
+
+    >>> float(bubble_fraction(schedule(4, 4)))  # 3/7: the 57% ceiling of 4 stages x 4
+    0.42857142857142855
+    >>> float(bubble_fraction(schedule(4, 4), relative_to="compute"))
+    0.75
+    """
+    ev = _check_events(events)
+    check_choice("relative_to", relative_to, ("step", "compute"))
+    p = int(ev["stage"].max()) + 1
+    busy = float(np.sum(ev["end"] - ev["start"]))
+    idle = p * makespan(ev) - busy
+    return idle / (p * makespan(ev)) if relative_to == "step" else idle / busy
+
+
+def in_flight(events) -> tuple[np.ndarray, np.ndarray]:
+    """(times, held) where held[s, j] is the micro-batches whose activations stage s keeps
+    just after times[j]: forwards ended minus backwards ended, a chunk counting 1/v."""
+    ev = _check_events(events)
+    p = int(ev["stage"].max()) + 1
+    v = int(ev["chunk"].max()) + 1
+    times = np.unique(np.concatenate([ev["start"], ev["end"]]))
+    held = np.zeros((p, times.size))
+    for s in range(p):
+        e = ev[ev["stage"] == s]
+        f_end = np.sort(e["end"][e["op"] == "F"])
+        b_end = np.sort(e["end"][e["op"] == "B"])
+        held[s] = (np.searchsorted(f_end, times, side="right")
+                   - np.searchsorted(b_end, times, side="right")) / v
+    return times, held
+
+
+def peak_in_flight(events) -> np.ndarray:
+    """Per stage, the most micro-batches' activations it holds at once (a chunk counts 1/v).
+
+    >>> peak_in_flight(schedule(4, 8, kind="gpipe")).tolist(), peak_in_flight(schedule(4, 8)).tolist()
+    ([8.0, 8.0, 8.0, 8.0], [4.0, 3.0, 2.0, 1.0])
+    """
+    return in_flight(events)[1].max(axis=1)
+
+
+# ---- uneven stages ----------------------------------------------------------------------------
+
+def layer_split(L, pp, *, fewer_on_ends=0) -> list[int]:
+    """Layers per stage: as even as possible, with ``fewer_on_ends`` layers fewer on the first
+    and the last stage (Llama 3 405B: 126 layers on 16 stages, one fewer on each end; Dubey et
+    al. 2024, section 3.3.2), the rest spread over the middle stages.
+
+    >>> layer_split(32, 4)
+    [8, 8, 8, 8]
+    >>> layer_split(126, 16, fewer_on_ends=1)[:3], sum(layer_split(126, 16, fewer_on_ends=1))
+    ([7, 8, 8], 126)
+    """
+    L, p = int(check_count("L", L)), int(check_count("pp", pp))
+    f = check_count("fewer_on_ends", fewer_on_ends, minimum=0)
+    if p > L:
+        raise ValueError(f"pp={p} stages exceed L={L} layers; choose pp <= {L}")
+    if p == 1 or not f:
+        q, r = divmod(L, p)
+        return [q + (1 if s < r else 0) for s in range(p)]
+    if p == 2:
+        raise ValueError("fewer_on_ends needs pp >= 3 (a middle stage to take the layers)")
+    mid = p - 2
+    # the ends get e layers each, the middle the rest, e = fewer_on_ends below the middle's
+    for e in range(L, -1, -1):
+        rest = L - 2 * e
+        if rest >= mid * (e + f) and rest // mid >= e + f:
+            q, r = divmod(rest, mid)
+            return [e] + [q + (1 if j < r else 0) for j in range(mid)] + [e]
+    raise ValueError(f"L={L} layers cannot give the end stages {f} layer(s) fewer on pp={p}")
+
+
+def stage_costs(cfg, layers) -> dict:
+    """Per stage: forward FLOPs per token and parameters, for a split ``layers`` (a list of
+    layers per stage, e.g. :func:`layer_split`). The first stage also holds the embedding (a
+    look-up: parameters, no FLOPs); the last the final norm and the output layer (2·D·V
+    FLOPs per token, V·D parameters). The step runs at the pace of the slowest stage.
+
+    >>> c = models.get("llama3-405b")
+    >>> even = stage_costs(c, layer_split(126, 16))["params"]  # [8] * 14 + [7, 7]
+    >>> fixed = stage_costs(c, layer_split(126, 16, fewer_on_ends=1))["params"]
+    >>> round(float(even.max() / even.mean()), 3), round(float(fixed.max() / fixed.mean()), 3)
+    (1.088, 1.005)
+    """
+    from ..transformer import _attention_weights, _layer_norms, _mlp_weights, _norm_params
+
+    c = models.get(cfg)
+    if c.is_moe or c.mla is not None:
+        raise ValueError(f"{c.name or 'cfg'} is an MoE or MLA model; stage_costs covers dense "
+                         "layers with standard attention only")
+    layers = [int(check_count("layers", n, minimum=0)) for n in layers]
+    if sum(layers) != c.L:
+        raise ValueError(f"layers={layers} add up to {sum(layers)}, not L={c.L}")
+    per_layer = _attention_weights(c) + _mlp_weights(c, c.F)
+    flops = np.array([2.0 * n * per_layer for n in layers])
+    params = np.array([float(n * (per_layer + _layer_norms(c))) for n in layers])
+    params[0] += c.V * c.D
+    flops[-1] += 2.0 * c.D * c.V
+    params[-1] += (0 if c.tied_embeddings else c.V * c.D) + _norm_params(c, c.D)
+    return {"layers": np.array(layers), "flops": flops, "params": params}
+
+
+# ---- the strategy module's functions ----------------------------------------------------------
+
+def activation_bytes(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> float:
+    """Bytes one device sends across a stage boundary for one micro-batch: a·b·(T/cp)·D, and
+    /tp with sequence parallelism (the activations are split over the tp ranks; without it
+    every tp rank holds, and sends, the whole)."""
+    c = models.get(cfg)
+    m = plan.n_microbatches(B)
+    b = B // (plan.dp * m)
+    act = element_bytes(dtype) * b * T / plan.cp * c.D
+    return act / plan.tp if plan.sequence_parallel else act
+
+
+def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
+    """The point-to-point sends of one step, per device (a middle stage's view): the output
+    activations forward and their gradient backward, once per micro-batch per chunk (v·m each
+    way), V = :func:`activation_bytes`. Collective-permutes on the critical path of the
+    schedule (``t_p2p`` in :func:`schedule`): not overlappable here.
+
+    >>> c = models.TransformerConfig(L=4, D=32, F=64, N=4, K=2, H=8, V=64)
+    >>> [(x.kind, x.nbytes, x.count, x.phase) for x in comms(c, ParallelPlan(pp=2), 8, 16)]
+    [('collective-permute', 1024.0, 8, 'forward'), ('collective-permute', 1024.0, 8, 'backward')]
+    """
+    check_step_args(plan, B, T)
+    if plan.pp == 1:
+        return []
+    act = activation_bytes(cfg, plan, B, T, dtype=dtype)
+    n = plan.n_microbatches(B) * plan.virtual_stages
+    return [Comm("collective-permute", "pp", plan.pp, act, n, "forward", False),
+            Comm("collective-permute", "pp", plan.pp, act, n, "backward", False)]
+
+
+def memory(cfg, plan: ParallelPlan, B, T, **options):
+    """What the pipeline changes on one device (the first stage): its share of the model
+    states (its ⌈L/p⌉ layers and the embedding) and the activations of the micro-batches in
+    flight (:func:`scaling_lib.memory.in_flight_microbatches`), from
+    :func:`scaling_lib.memory.training_memory`.
+    """
+    check_step_args(plan, B, T, options)
+    full = _memory.training_memory(cfg, plan, B, T, **options)
+    return Breakdown({k: full[k] for k in ("parameters", "gradients", "optimizer",
+                                           "activations")}, unit="bytes")
+
+
+def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
+    """Stages must have layers, chunks must split evenly, micro-batches must fill the schedule.
+
+    >>> c = models.TransformerConfig(L=4, D=32, F=64, N=4, K=2, H=8, V=64)
+    >>> constraints(c, ParallelPlan(pp=2, virtual_stages=4, schedule="interleaved"), 8, 16)
+    ['pp·v = 8 chunks exceed L=4 layers']
+    >>> constraints(c.with_changes(L=6), ParallelPlan(pp=2, virtual_stages=2,
+    ...                                               schedule="interleaved"), 8, 16)
+    ['L=6 layers do not split into pp·v = 4 chunks of equal size; choose virtual_stages in [1, 3]']
+    """
+    check_step_args(plan, B, T)
+    p, v = plan.pp, plan.virtual_stages
+    if p == 1 and v == 1:
+        return []
+    c = models.get(cfg)
+    out = []
+    if p * v > c.L:
+        out.append(f"pp·v = {p * v} chunks exceed L={c.L} layers")
+    elif v > 1 and c.L % (p * v):
+        ok = [k for k in range(1, c.L // p + 1) if c.L % (p * k) == 0]
+        out.append(f"L={c.L} layers do not split into pp·v = {p * v} chunks of equal size; "
+                   f"choose virtual_stages in {ok}")
+    per_step = plan.dp * plan.micro_batch
+    if B % per_step == 0 and plan.schedule == "interleaved" and p > 1:
+        m = B // per_step
+        if m % p:
+            out.append(f"m={m} micro-batches must be a multiple of pp={p} for the interleaved "
+                       "schedule (Megatron-LM takes them in groups of pp)")
+    return out
+
+
+def step_time(pp, m, *, v=1, kind="1f1b", t_fwd=1.0, t_bwd=2.0, t_p2p=0.0) -> float:
+    """Duration of a pipelined step: :func:`makespan` of :func:`schedule` (same arguments).
+
+    >>> step_time(8, 1), step_time(8, 1) / (1.0 + 2.0)  # one micro-batch: p times its compute
+    (24.0, 8.0)
+    """
+    return makespan(schedule(pp, m, v=v, kind=kind, t_fwd=t_fwd, t_bwd=t_bwd, t_p2p=t_p2p))
+
+
+def min_microbatches(pp, utilisation, *, v=1) -> int:
+    """The fewest micro-batches whose utilisation ceiling v·m/(v·m + p - 1) reaches the target.
+
+    >>> min_microbatches(8, 0.9)  # m/(m+7) >= 0.9
+    63
+    """
+    p = int(check_count("pp", pp))
+    u = float(check_positive("utilisation", utilisation))
+    v = int(check_count("v", v))
+    if not u < 1:
+        raise ValueError(f"utilisation={u} must be below 1 (a pipeline with p > 1 has a bubble)")
+    if p == 1:
+        return 1
+    return max(1, math.ceil(u * (p - 1) / ((1 - u) * v) - 1e-9))
