@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
+import numpy as np
+
 from .units import _brief, check_choice, check_count, check_int, check_positive, divisors
 
 NORMS = ("rmsnorm", "layernorm")
@@ -71,7 +73,10 @@ class TransformerConfig:
     (None: every layer attends to the whole context; W: every layer attends to the last W
     tokens only, as in Mistral 7B, so the KV cache holds at most W tokens per sequence; only
     :func:`~scaling_lib.transformer.kv_cache_bytes` uses it so far: attention FLOPs and
-    activation memory still count every earlier token, an upper bound beyond W).
+    activation memory still count every earlier token, an upper bound beyond W),
+    ``capacity_factor`` (MoE only; None: dropless routing; c: each expert takes at most
+    ⌈c·k·n/E⌉ of a group of n routed tokens and drops the rest, see
+    :func:`scaling_lib.parallelism.expert.capacity`).
 
     Shape fields are whole numbers (Python or numpy integers, stored as int) up to 2**31.
 
@@ -102,6 +107,7 @@ class TransformerConfig:
     name: str = ""
     source: str = ""
     sliding_window: int | None = None
+    capacity_factor: float | None = None
 
     def __post_init__(self):
         for sym in ("L", "D", "F", "N", "K", "H", "V", "E", "k"):
@@ -132,6 +138,16 @@ class TransformerConfig:
         if self.n_dense_layers > self.L:
             raise ValueError(f"n_dense_layers={self.n_dense_layers} exceeds L={self.L}")
         check_choice("norm", self.norm, NORMS)
+        if self.capacity_factor is not None:
+            cf = self.capacity_factor
+            if not self.is_moe:
+                raise ValueError(f"capacity_factor={_brief(cf)} applies to MoE models only "
+                                 "(E > 1); use None for a dense model")
+            if isinstance(cf, bool) or np.ndim(cf) or not check_positive("capacity_factor", cf) > 0:
+                raise ValueError(f"capacity_factor={_brief(cf)} must be a positive number of "
+                                 "expert slots per routed token (e.g. 1.25), or None for "
+                                 "dropless routing")
+            object.__setattr__(self, "capacity_factor", float(cf))
         if self.mla is not None and not isinstance(self.mla, MLA):
             raise ValueError(f"mla={_brief(self.mla)} must be an MLA(...) or None")
 

@@ -40,7 +40,7 @@ from scaling_lib.parallelism import ParallelPlan
 
 MODULES = (units, breakdown, hardware, roofline, collectives, models, transformer, memory,
            inference, parallelism, parallelism.context, parallelism.data, parallelism.fsdp,
-           parallelism.tensor,
+           parallelism.tensor, parallelism.expert,
            published, sharding, _steptime, _timeline, _split, serving, serving_sim)
 
 # Public callables that are not fuzzed, and why.

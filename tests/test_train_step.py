@@ -166,7 +166,7 @@ def test_unsupported_models_raise_naming_them():
     with pytest.raises(ValueError, match="tied_embeddings"):
         sim.train_step(CFG.with_changes(tied_embeddings=True), ParallelPlan(), B=B, T=T)
     with pytest.raises(ValueError, match="cfg.E=4"):
-        sim.train_step(CFG.with_changes(E=4, k=2), ParallelPlan(), B=B, T=T)
+        sim.train_step(CFG.with_changes(E=4, k=2), ParallelPlan(dp=2, zero=1), B=B, T=T)
     with pytest.raises(ValueError, match="optimizer='lion'"):
         sim.train_step(CFG, ParallelPlan(), B=B, T=T, optimizer="lion")
     with pytest.raises(ValueError, match="dtype='f16'"):

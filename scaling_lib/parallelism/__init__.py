@@ -5,7 +5,8 @@ the pipeline bubble. One module per strategy lives next to it, each exposing the
 functions: ``comms`` (its collectives in one step, as :class:`Comm` records), ``memory`` (its
 share of memory per device) and ``constraints`` (why a plan cannot run, as sentences):
 ``data``, ``fsdp`` (ZeRO stages and HSDP), ``tensor`` (with sequence parallelism) and
-``context`` (ring, Ulysses and all-gather K/V) and ``pipeline`` (with its schedule generator).
+``context`` (ring, Ulysses and all-gather K/V), ``pipeline`` (with its schedule generator) and
+``expert`` (mixtures of experts: AllToAll dispatch and combine, capacity, imbalance).
 :func:`collectives` puts a plan's strategies together. ``steptime`` is the one step-time model
 (compute, each collective on the links its group crosses, overlap per phase), ``timeline`` its
 layer-by-layer DDP and FSDP schedules, ``split`` the FSDP x TP search built on it.
@@ -13,11 +14,11 @@ layer-by-layer DDP and FSDP schedules, ``split`` the FSDP x TP search built on i
 See: the parallelism chapters.
 """
 
-from . import context, data, fsdp, pipeline, tensor
+from . import context, data, expert, fsdp, pipeline, tensor
 from .comms import Comm, collectives, constraints, totals
 from .plan import SCHEDULES, ParallelPlan, pipeline_bubble_fraction
 from . import split, steptime, timeline  # noqa: E402  (after the strategies they build on)
 
 __all__ = ["SCHEDULES", "Comm", "ParallelPlan", "collectives", "constraints", "context", "data",
-           "fsdp", "pipeline", "pipeline_bubble_fraction", "split", "steptime", "tensor",
-           "timeline", "totals"]
+           "expert", "fsdp", "pipeline", "pipeline_bubble_fraction", "split", "steptime",
+           "tensor", "timeline", "totals"]

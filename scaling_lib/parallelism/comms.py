@@ -91,24 +91,19 @@ def collectives(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
     B is the global batch in sequences of T tokens; ``dtype`` the format of the weights,
     gradients and activations that are communicated. Raises ValueError with the plan's
     constraint violations (see :func:`constraints`), or for a degree whose strategy module is
-    not written yet (ep).
+    not written yet (none: every degree is modelled).
 
     >>> c = models.TransformerConfig(L=2, D=32, F=64, N=4, K=2, H=8, V=64)
     >>> collectives(c, ParallelPlan(), 8, 16)  # one device: nothing to communicate
     []
     """
     check_step_args(plan, B, T)
-    from . import context, data, fsdp, pipeline, tensor
+    from . import context, data, expert, fsdp, pipeline, tensor
 
-    missing = [f"{k}={getattr(plan, k)}" for k in ("ep",) if getattr(plan, k) > 1]
-    if missing:
-        raise ValueError(f"no communication model yet for {', '.join(missing)}; the modelled "
-                         "strategies are data, fsdp (ZeRO, HSDP), tensor (with sequence "
-                         "parallelism), context and pipeline")
     reasons = constraints(cfg, plan, B, T)
     if reasons:
         raise ValueError("; ".join(reasons))
-    return [c for mod in (data, fsdp, tensor, context, pipeline)
+    return [c for mod in (data, fsdp, tensor, context, pipeline, expert)
             for c in mod.comms(cfg, plan, B, T, dtype=dtype)]
 
 
@@ -120,9 +115,9 @@ def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
     ['B=8 sequences must be a multiple of dp·micro_batch = 3']
     """
     check_step_args(plan, B, T)
-    from . import context, data, fsdp, pipeline, tensor
+    from . import context, data, expert, fsdp, pipeline, tensor
 
-    return [r for mod in (data, fsdp, tensor, context, pipeline)
+    return [r for mod in (data, fsdp, tensor, context, pipeline, expert)
             for r in mod.constraints(cfg, plan, B, T)]
 
 

@@ -10,7 +10,7 @@ transformer on as many devices as a :class:`~scaling_lib.parallelism.ParallelPla
 Modules: ``devices`` (asking for devices, meshes, the notation), ``hlo`` (reading compiled
 programs), ``model`` (the reference transformer, written once for every plan), one module per
 strategy mirroring :mod:`scaling_lib.parallelism` (``data``, ``fsdp``, ``tensor``,
-``context``) and ``step``
+``context``, ``moe`` for expert parallelism) and ``step``
 (the training step that puts them together).
 
 JAX is an optional dependency: importing this module never imports jax; the functions that need

@@ -2,8 +2,8 @@
 small decoder-only transformer, written once for every parallel plan.
 
 Token embedding, then L layers of (RMSNorm, causal grouped-query attention, residual; RMSNorm,
-gated MLP (SwiGLU), residual), a final RMSNorm and the output layer, with the mean next-token
-cross-entropy as the loss. No positional encoding (the causal mask alone orders the tokens).
+gated MLP (SwiGLU), or in an MoE layer a mixture of experts (see ``moe``), residual), a final
+RMSNorm and the output layer, with the mean next-token cross-entropy as the loss. No positional encoding (the causal mask alone orders the tokens).
 
 The forward pass never calls a collective itself: it asks an ``ops`` object (see
 ``step.Ops``) to fetch a weight, to enter and leave a tensor-parallel block, to attend (across
@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from . import moe as _moe
 
 # Each parameter's layout: (shape from cfg, the dimension tensor parallelism splits, the dimension
 # ZeRO/FSDP shards). Column-parallel matrices (wq, wk, wv, w_gate, w_up, unembed) split their
@@ -33,7 +35,11 @@ def layout(cfg) -> dict:
                  "w_down": ((F, D), 0, 1)}
     out = {"embed": ((V, D), 0, 1)}
     for layer in range(cfg.L):
-        out.update({f"layers.{layer}.{k}": v for k, v in per_layer.items()})
+        params = dict(per_layer)
+        if _moe.is_moe_layer(cfg, layer):  # the MLP becomes router + experts (see ``moe``)
+            params = {k: v for k, v in params.items() if k not in ("w_gate", "w_up", "w_down")}
+            params.update(_moe.layer_layout(cfg))
+        out.update({f"layers.{layer}.{k}": v for k, v in params.items()})
     out["final_norm"] = ((D,), None, 0)
     out["unembed"] = ((D, V), 1, 0)
     return out
@@ -47,7 +53,7 @@ def init_params(cfg, seed: int) -> dict:
         if len(shape) == 1:
             out[name] = 1.0 + 0.1 * rng.standard_normal(shape)
         else:
-            out[name] = rng.standard_normal(shape) / math.sqrt(shape[0])
+            out[name] = rng.standard_normal(shape) / math.sqrt(shape[-2])  # fan-in
     return out
 
 
@@ -87,7 +93,10 @@ def layer(jax, jnp, ops, cfg, x, w):
     a = ops.attention(jax, jnp, h @ w["wq"], h @ w["wk"], h @ w["wv"], cfg.H)
     x = x + ops.leave(a @ w["wo"])
     h = ops.enter(rms_norm(jnp, x, w["mlp_norm"]))
-    y = (jax.nn.silu(h @ w["w_gate"]) * (h @ w["w_up"])) @ w["w_down"]
+    if "router" in w:
+        y = _moe.mlp(jax, jnp, ops, cfg, h, w)
+    else:
+        y = (jax.nn.silu(h @ w["w_gate"]) * (h @ w["w_up"])) @ w["w_down"]
     return x + ops.leave(y)
 
 
@@ -96,11 +105,12 @@ def loss_sum(jax, jnp, ops, cfg, params, tokens, targets):
     x = ops.embed(ops.fetch("embed", params["embed"]), tokens)
 
     def one_layer(x, shards, i):
-        w = {k: ops.fetch(f"layers.{i}.{k}", shards[k]) for k in LAYER_PARAMS}
+        w = {k: ops.fetch(f"layers.{i}.{k}", shards[k]) for k in shards}
         return layer(jax, jnp, ops, cfg, x, w)
 
     for i in range(cfg.L):
-        shards = {k: params[f"layers.{i}.{k}"] for k in LAYER_PARAMS}
+        prefix = f"layers.{i}."
+        shards = {k[len(prefix):]: v for k, v in params.items() if k.startswith(prefix)}
         x = ops.remat(lambda x, s, i=i: one_layer(x, s, i))(x, shards)
 
     def head(x, norm, unembed):

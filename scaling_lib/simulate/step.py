@@ -20,6 +20,7 @@ from . import context as _context
 from . import data as _data
 from . import fsdp as _fsdp
 from . import model as _model
+from . import moe as _moe
 from . import tensor as _tensor
 from .devices import _jax, make_mesh
 from .hlo import Collective, parse_hlo_collectives
@@ -59,15 +60,20 @@ def check_supported(cfg, plan: ParallelPlan, B: int, T: int, dtype: str, optimiz
         raise ValueError(f"plan must be a ParallelPlan, got {plan!r}")
     from . import pipeline as _pipeline
 
-    bad = [f"{k}={getattr(plan, k)}" for k in ("ep",) if getattr(plan, k) != 1]
+    bad = []
     if plan.cp > 1 and (plan.zero or plan.shard_group is not None):
         bad.append(f"cp={plan.cp} with zero={plan.zero}")
     if plan.cp > 1 and plan.pp > 1:
         bad.append(f"cp={plan.cp} with pp={plan.pp}")
+    if cfg.is_moe and (plan.cp > 1 or plan.pp > 1):
+        bad.append(f"cp={plan.cp}, pp={plan.pp} with an MoE model (cfg.E={cfg.E})")
     bad += _pipeline.unsupported(cfg, plan)
     if plan.recompute != "none":
         bad.append(f"recompute={plan.recompute!r}")
-    for field, ok in (("E", 1), ("mla", None), ("bias", False), ("norm", "rmsnorm"),
+    if cfg.is_moe and (plan.zero or plan.sequence_parallel):
+        bad.append(f"zero={plan.zero}, sequence_parallel={plan.sequence_parallel} with an MoE "
+                   f"model (cfg.E={cfg.E}; MoE runs with zero=0, no sequence parallelism)")
+    for field, ok in (("mla", None), ("bias", False), ("norm", "rmsnorm"),
                       ("learned_positions", 0), ("dropout", False), ("tied_embeddings", False),
                       ("glu", True)):
         if getattr(cfg, field) != ok:
@@ -77,8 +83,8 @@ def check_supported(cfg, plan: ParallelPlan, B: int, T: int, dtype: str, optimiz
     if bad:
         raise ValueError(f"train_step does not simulate {', '.join(bad)}; it runs dp, tp, "
                          "zero 0-3, shard_group, sequence_parallel, cp (with zero=0) and pp "
-                         "(gpipe, 1f1b) on up to 8 devices, for a "
-                         "dense RMSNorm/SwiGLU model without biases or tied embeddings")
+                         "(gpipe, 1f1b) for dense models, and ep (MoE models) on up to 8 "
+                         "devices, for an RMSNorm/SwiGLU model without biases or tied embeddings")
     if dtype not in DTYPES:
         raise ValueError(f"dtype={dtype!r}; valid choices: {', '.join(DTYPES)}")
     if optimizer not in OPTIMIZERS:
@@ -106,6 +112,7 @@ class Ops:
         self.tp = axes.get("tp")
         self.sp = bool(plan.sequence_parallel) and self.tp is not None
         self.shard = axes.get("dps") if plan.zero == 3 else None
+        self.ep = axes.get(_moe.EP_AXIS)
         self.layout = _model.layout(cfg)
 
     def fetch(self, name, w):
@@ -128,6 +135,12 @@ class Ops:
     def leave(self, y):
         return _tensor.leave(self.lax, y, self.tp, self.sp)
 
+    def dispatch(self, x):
+        return _moe.dispatch(self.lax, x, self.ep)
+
+    def combine(self, y):
+        return _moe.combine(self.lax, y, self.ep)
+
     def embed(self, table, tokens):
         return _tensor.embed(self.lax, self.jnp, table, tokens, self.tp, self.sp)
 
@@ -145,9 +158,12 @@ def _update(jnp, p, g, optimizer):
 
 
 def _mesh_axes(plan):
-    """{axis name: size} for the mesh axes of size > 1 (dpr, dps, tp), in mesh order."""
+    """{axis name: size} for the mesh axes of size > 1 (dpr, dps, tp; with expert parallelism
+    dpr, ep, tp: the ep ranks are data-parallel ranks too), in mesh order."""
     S = plan.zero_group if plan.zero else plan.dp
     sizes = {"dpr": plan.dp // S, "dps": S, "cp": plan.cp, "tp": plan.tp}
+    if plan.ep > 1:  # zero = 0 (check_supported)
+        sizes = {"dpr": plan.dp // plan.ep, _moe.EP_AXIS: plan.ep, "cp": plan.cp, "tp": plan.tp}
     return {k: v for k, v in sizes.items() if v > 1}
 
 
@@ -157,8 +173,12 @@ def _build(cfg, plan, B, T, dtype, optimizer):
     jnp, lax, P = jax.numpy, jax.lax, jax.sharding.PartitionSpec
     sizes = _mesh_axes(plan)
     axes = {k: k for k in sizes}
-    dp_axes = tuple(a for a in ("dpr", "dps", "cp") if a in axes)  # the gradient's replicas
-    batch_axes = tuple(a for a in ("dpr", "dps") if a in axes)
+    # the gradient's replicas (the ep ranks are data-parallel ranks too), and the batch's axes
+    dp_axes = tuple(a for a in ("dpr", "dps", _moe.EP_AXIS, "cp") if a in axes)
+    batch_axes = tuple(a for a in ("dpr", "dps", _moe.EP_AXIS) if a in axes)
+
+    def replica_axes(name):  # the dp axes over which parameter ``name`` is replicated
+        return tuple(a for a in dp_axes if not (a == _moe.EP_AXIS and _moe.is_expert(name)))
     ops = Ops(jax, cfg, plan, axes, T)
     lay = ops.layout
     n_micro = plan.n_microbatches(B)
@@ -171,11 +191,14 @@ def _build(cfg, plan, B, T, dtype, optimizer):
             out[tp_dim] = "tp"
         if sharded and "dps" in axes:
             out[z_dim] = "dps"
+        if _moe.EP_AXIS in axes and _moe.is_expert(name):
+            out[0] = _moe.EP_AXIS
         return P(*out)
 
     def step(params, tokens, targets):
-        local = {k: lax.pcast(w, tuple(a for a in dp_axes if not (plan.zero == 3 and a == "dps")),
-                              to="varying") if dp_axes else w for k, w in params.items()}
+        local = {k: lax.pcast(w, tuple(a for a in replica_axes(k)
+                                       if not (plan.zero == 3 and a == "dps")),
+                              to="varying") if replica_axes(k) else w for k, w in params.items()}
 
         def loss_fn(w, tok, tgt):
             return _model.loss_sum(jax, jnp, ops, cfg, w, tok, tgt) / (B * T)
@@ -205,7 +228,7 @@ def _build(cfg, plan, B, T, dtype, optimizer):
             zero_loss = lax.pcast(jnp.zeros((), jnp.float32), dp_axes, to="varying")
             (loss, acc), _ = lax.scan(micro, (zero_loss, zeros), split)
         if plan.zero == 0:
-            grads = {k: _data.all_reduce(lax, v, dp_axes) for k, v in acc.items()}
+            grads = {k: _data.all_reduce(lax, v, replica_axes(k)) for k, v in acc.items()}
             new = {k: _update(jnp, params[k], grads[k], optimizer) for k in params}
         else:
             if plan.zero == 1 and "dps" in axes:
@@ -260,8 +283,9 @@ def train_step(cfg, plan: ParallelPlan | None = None, *, B: int, T: int, seed: i
     step of Adam. ``ParallelPlan()`` runs on one device and is the reference every plan must
     reproduce. Needs ``use_cpu_devices(n)`` with n >= plan.world_size before JAX starts.
     Supported: dp, zero 0-3, shard_group (HSDP), tp, sequence_parallel, cp (each
-    ``cp_variant``, with zero=0), and their combinations; anything else raises ValueError
-    naming it.
+    ``cp_variant``, with zero=0), pp (gpipe, 1f1b) and their combinations for dense models;
+    dp, tp and ep (expert parallelism, see ``moe``) for MoE models; anything else raises
+    ValueError naming it.
     """
     plan = ParallelPlan() if plan is None else plan
     check_supported(cfg, plan, B, T, dtype, optimizer)

@@ -1,0 +1,373 @@
+"""Expert parallelism: the E experts of every MoE layer spread over ep devices.
+
+A mixture-of-experts layer (Shazeer et al. 2017; GShard, Lepikhin et al. 2020) replaces the MLP
+by E expert MLPs and a router: each token's router scores pick its top k experts, and the
+layer's output is the gate-weighted sum of those k experts' outputs. With ep > 1 each device
+holds E/ep experts, so tokens travel to their experts and back: two AllToAlls over the ep group
+per MoE layer forward (dispatch, combine) and, as their transposes, two backward.
+
+Capacity. Routing happens per group of n tokens (here: one sequence of T/cp tokens). With a
+capacity factor c each expert takes at most C = min(⌈c·k·n/E⌉, n) tokens of a group, earlier
+tokens first (every token's first choice before any second choice), and drops the rest: a
+dropped token skips that expert (its residual carries it on). Dispatch buffers have the static
+shape [E, C, D] per group. Dropless routing (c = None) keeps every token; the cost model then
+counts the k·n tokens actually moved (a ragged AllToAll, as dropless systems use).
+
+Per micro-batch of b sequences per dp rank, a bytes per element, each of the 4·n_moe AllToAlls
+of a step moves (V: the full array, ep times one device's buffer)
+
+    V = ep · a · b · E·C · D      (with capacity; C per sequence)
+    V = ep · a · b · k·T/cp · D   (dropless, balanced routing)
+
+With tp > 1 (and no sequence parallelism) every tp rank dispatches the same tokens, and the
+router's weight gradient (a·D·E per MoE layer), partial on each tp rank, is summed by an
+AllReduce over tp. Expert weight gradients are summed over the dp/ep ranks holding the same
+experts (see :mod:`~scaling_lib.parallelism.data`).
+
+See: the chapter "Expert parallelism and mixtures of experts".
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import collectives as _collectives
+from .. import hardware, models
+from .. import roofline as _roofline
+from ..breakdown import Breakdown
+from ..transformer import _mlp_biases, _mlp_weights
+from ..units import _brief, check_count, check_int, check_positive, divisors
+from .comms import Comm, element_bytes, params_per_device
+from .plan import ParallelPlan, check_step_args
+
+
+# ---- routing -------------------------------------------------------------------------------
+def capacity(n_tokens, E, k, capacity_factor) -> int:
+    """Slots per expert for a group of n routed tokens: C = min(⌈c·k·n/E⌉, n).
+
+    ``capacity_factor`` None (dropless) gives n, the most tokens of a group one expert can
+    receive (top-k picks k distinct experts): the static buffer a dropless layer needs.
+
+    >>> capacity(4096, 8, 2, 1.25), capacity(4096, 8, 2, 1.0), capacity(16, 8, 2, None)
+    (1280, 1024, 16)
+    """
+    n = check_int("n_tokens", n_tokens)
+    E = check_int("E", E)
+    k = check_int("k", k)
+    if k > E:
+        raise ValueError(f"k={k} active experts cannot exceed E={E} experts")
+    if capacity_factor is None:
+        return int(n)
+    cf = check_positive("capacity_factor", capacity_factor)
+    if np.ndim(cf) or not cf > 0:
+        raise ValueError(f"capacity_factor={_brief(capacity_factor)} must be one positive "
+                         "number (or None for dropless)")
+    return int(min(math.ceil(cf * k * n / E - 1e-9), n))
+
+
+def tokens_per_expert(cfg, n_tokens) -> float:
+    """Tokens each expert receives under balanced routing: k·n/E. Broadcasts over n.
+
+    >>> tokens_per_expert("deepseek-v3", 32 * 8192)
+    8192.0
+    """
+    c = _moe_cfg(cfg)
+    n = np.asarray(check_positive("n_tokens", n_tokens), dtype=float)
+    return _scalar(c.k * n / c.E)
+
+
+def route(logits, k):
+    """Top-k routing of a [n, E] array of router logits: (experts [n, k], gates [n, k]).
+
+    Experts in order of preference; gates are the softmax over the k chosen logits (equal to
+    renormalising the softmax over all E to the chosen k, as Mixtral does).
+
+    >>> route(np.array([[0.0, 2.0, 1.0]]), 2)[0].tolist()
+    [[1, 2]]
+    """
+    try:
+        z = np.asarray(logits, dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"logits={_brief(logits)} must be a [n_tokens, E] array of numbers") \
+            from None
+    if z.ndim != 2 or not z.size or not np.isfinite(z).all():
+        raise ValueError(f"logits must be a finite [n_tokens, E] array, got shape {z.shape}")
+    k = check_int("k", k, maximum=z.shape[1])
+    experts = np.argsort(-z, axis=1, kind="stable")[:, :k]
+    top = np.take_along_axis(z, experts, axis=1)
+    g = np.exp(top - top[:, :1])
+    return experts, g / g.sum(axis=1, keepdims=True)
+
+
+def toy_router(n, E, k, *, skew=0.0, seed=0):
+    """The [n, k] experts a toy router picks: logits N(0, 1) per token and expert, plus a fixed
+    per-expert bias skew · N(0, 1) that favours some experts (0: balanced on average).
+
+    A stand-in for a trained router, to study capacity and imbalance; real routers are
+    balanced by an auxiliary loss (Switch, GShard) or a per-expert bias (DeepSeek-V3).
+
+    >>> toy_router(4, 8, 2, seed=1).shape
+    (4, 2)
+    """
+    n = check_int("n", n)
+    E = check_int("E", E)
+    k = check_int("k", k, maximum=E)
+    skew = check_positive("skew", skew, allow_zero=True)
+    if np.ndim(skew):
+        raise ValueError(f"skew={_brief(skew)} must be one number >= 0")
+    seed = check_int("seed", seed, minimum=0)
+    rng = np.random.default_rng([seed, n, E, k])
+    return route(rng.standard_normal((n, E)) + skew * rng.standard_normal(E), k)[0]
+
+
+def keep_mask(experts, E, C):
+    """Which (token, choice) assignments fit in capacity C: [n, k] booleans.
+
+    Priority: every token's first choice, in token order, then every second choice, ...
+    (GShard's order); an expert keeps its first C assignments.
+
+    >>> keep_mask(np.array([[0, 1], [0, 1], [0, 2]]), 3, 2).tolist()
+    [[True, True], [True, True], [False, True]]
+    """
+    try:
+        ex = np.asarray(experts)
+    except (TypeError, ValueError, OverflowError):
+        ex = np.asarray(0.5)  # reported below
+    if ex.ndim != 2:
+        raise ValueError(f"experts must be [n_tokens, k], got shape {ex.shape}")
+    C = check_int("C", C, minimum=0)
+    E = check_int("E", E)
+    if ex.dtype.kind not in "iu" or ex.size and (ex.min() < 0 or ex.max() >= E):
+        raise ValueError(f"experts must hold expert indices in [0, E={E}), got {_brief(ex)}")
+    order = ex.T.reshape(-1)  # choice-major: all first choices, then all second choices
+    onehot = order[:, None] == np.arange(E)[None, :]
+    position = np.cumsum(onehot, axis=0)[np.arange(order.size), order] - 1
+    return (position < C).reshape(ex.shape[1], ex.shape[0]).T
+
+
+def expert_loads(experts, E):
+    """Tokens routed to each expert (before any capacity): [E] counts.
+
+    >>> expert_loads(np.array([[0, 1], [0, 2]]), 4).tolist()
+    [2, 1, 1, 0]
+    """
+    try:
+        ex = np.asarray(experts)
+    except (TypeError, ValueError, OverflowError):
+        ex = np.asarray(0.5)  # reported below
+    E = check_int("E", E)
+    if ex.dtype.kind not in "iu" or ex.size and (ex.min() < 0 or ex.max() >= E):
+        raise ValueError(f"experts must hold expert indices in [0, E={E}), got {_brief(ex)}")
+    return np.bincount(ex.reshape(-1), minlength=E)
+
+
+def dropped_tokens(loads, C):
+    """Assignments beyond capacity: Σ_e max(load_e - C, 0). Sums over the last axis.
+
+    >>> dropped_tokens([5, 1, 3, 3], 3)
+    2.0
+    """
+    loads = np.asarray(check_positive("loads", loads, allow_zero=True), dtype=float)
+    C = check_positive("C", C, allow_zero=True)
+    return _scalar(np.maximum(loads - C, 0).sum(axis=-1))
+
+
+def imbalance(loads):
+    """Load imbalance: the busiest expert's tokens over the mean, max/mean >= 1.
+
+    The experts of a layer run in parallel and the layer waits for the busiest, so its expert
+    compute takes imbalance times the balanced time (see :func:`layer_times`).
+
+    >>> imbalance([6, 2, 2, 2])
+    2.0
+    """
+    loads = np.asarray(check_positive("loads", loads, allow_zero=True), dtype=float)
+    if loads.ndim == 0 or loads.shape[-1] == 0:
+        raise ValueError(f"loads={_brief(loads)} must be an array of tokens per expert")
+    mean = loads.mean(axis=-1)
+    if np.any(mean <= 0):
+        raise ValueError(f"loads={_brief(loads)} must route at least one token")
+    return _scalar(loads.max(axis=-1) / mean)
+
+
+# ---- communication and memory per step (the strategy interface) -------------------------------
+def all_to_all_bytes(cfg, tokens, ep, *, dtype="bf16", group_tokens=None) -> float:
+    """V of one dispatch (or combine) AllToAll for ``tokens`` tokens on each of ep devices.
+
+    Dropless: V = ep · a · k · tokens · D (balanced). With ``cfg.capacity_factor`` the static
+    buffers of E·C slots per group of ``group_tokens`` tokens (default: all ``tokens``):
+    V = ep · a · (tokens / group_tokens) · E·C · D.
+
+    >>> round(all_to_all_bytes("mixtral-8x7b", 4096, 8) / 1e6, 1)  # 8 · 2 · 2 · 4096 · 4096
+    536.9
+    """
+    c = _moe_cfg(cfg)
+    n = check_int("tokens", tokens)
+    ep = check_int("ep", ep)
+    if c.E % ep:
+        raise ValueError(f"ep={ep} does not divide E={c.E} experts; choose ep in {divisors(c.E)}")
+    a = element_bytes(dtype)
+    if c.capacity_factor is None:
+        return float(ep * a * c.k * n * c.D)
+    g = n if group_tokens is None else check_int("group_tokens", group_tokens)
+    if n % g:
+        raise ValueError(f"tokens={n} must be a multiple of group_tokens={g}")
+    return float(ep * a * (n // g) * c.E * capacity(g, c.E, c.k, c.capacity_factor) * c.D)
+
+
+def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
+    """Expert parallelism's collectives in one step, per device (empty for a dense model).
+
+    Per MoE layer and micro-batch: dispatch and combine AllToAlls forward, their transposes
+    backward (V from :func:`all_to_all_bytes`, one group per sequence); with tp > 1 the router
+    gradient's AllReduce over tp.
+
+    >>> c = models.TransformerConfig(L=2, D=32, F=64, N=4, K=2, H=8, V=64, E=4, k=2)
+    >>> plan = ParallelPlan(dp=2, ep=2, micro_batch=4)  # V = 2 · 4 bytes · 4 · 2·16 · 32
+    >>> [(x.kind, x.nbytes, x.count, x.phase) for x in comms(c, plan, 8, 16, dtype="f32")]
+    [('all-to-all', 32768.0, 4, 'forward'), ('all-to-all', 32768.0, 4, 'backward')]
+    """
+    check_step_args(plan, B, T)
+    c = models.get(cfg)
+    if not c.is_moe or c.n_moe_layers == 0:
+        return []
+    a = element_bytes(dtype)
+    m = plan.n_microbatches(B)
+    b = B // (plan.dp * m)  # sequences per micro-batch on one dp rank
+    n_seq = T // plan.cp
+    out = []
+    if plan.ep > 1:
+        V = b * all_to_all_bytes(c, n_seq, plan.ep, dtype=dtype, group_tokens=n_seq)
+        n = 2 * c.n_moe_layers * m
+        out += [Comm("all-to-all", "ep", plan.ep, V, n, "forward", False),
+                Comm("all-to-all", "ep", plan.ep, V, n, "backward", False)]
+    if plan.tp > 1:
+        out.append(Comm("all-reduce", "tp", plan.tp, a * c.D * c.E, c.n_moe_layers * m,
+                        "backward", True))
+    return out
+
+
+def memory(cfg, plan: ParallelPlan, B, T, *, recipe="mixed", optimizer="adam", **options):
+    """The experts' model states per device: E/ep experts (split tp ways), at the recipe's
+    bytes per parameter, sharded further by ZeRO over the dp/ep ranks that hold them.
+
+    >>> m = memory("mixtral-8x7b", ParallelPlan(dp=8, ep=8), 8, 4096)
+    >>> round(m["expert parameters"] / 1e9, 2)  # 32 layers · 3·4096·14336 · 2 bytes
+    11.27
+    """
+    from .. import memory as _memory
+
+    check_step_args(plan, B, T, dict(options, recipe=recipe, optimizer=optimizer))
+    reasons = constraints(cfg, plan, B, T)
+    if reasons:
+        raise ValueError("; ".join(reasons))
+    p_b, g_b, o_b = _memory._recipe(recipe, optimizer)
+    experts = params_per_device(cfg, plan)[2]
+    S_e = max(plan.zero_group / plan.ep, 1.0)
+    shard = {stage: (S_e if plan.zero >= stage else 1.0) for stage in (1, 2, 3)}
+    return Breakdown({"expert parameters": p_b * experts / shard[3],
+                      "expert gradients": g_b * experts / shard[2],
+                      "expert optimizer": o_b * experts / shard[1]}, unit="bytes")
+
+
+def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
+    """ep > 1 needs an MoE model whose E experts split evenly over the ep ranks.
+
+    (ep dividing dp · cp is checked by :class:`ParallelPlan` itself.)
+
+    >>> constraints("mixtral-8x7b", ParallelPlan(dp=6, ep=3), 6, 16)
+    ['ep=3 does not divide E=8 experts; choose ep in [1, 2, 4, 8]']
+    """
+    check_step_args(plan, B, T)
+    if plan.ep == 1:
+        return []
+    c = models.get(cfg)
+    if not c.is_moe:
+        return [f"ep={plan.ep} needs a mixture-of-experts model; {c.name or 'cfg'} is dense "
+                "(E=1): use ep=1"]
+    if c.E % plan.ep:
+        return [f"ep={plan.ep} does not divide E={c.E} experts; choose ep in {divisors(c.E)}"]
+    return []
+
+
+def active_expert_params(cfg) -> Breakdown:
+    """Expert parameters one token uses, over all MoE layers: ``routed`` (its k experts, behind
+    the AllToAlls) and ``shared`` (the shared experts, computed where the token is, with no
+    communication).
+
+    >>> b = active_expert_params("deepseek-v3")  # 58 layers · (8 | 1) · 3·7168·2048
+    >>> b["routed"] // b["shared"]
+    8
+    """
+    c = _moe_cfg(cfg)
+    one = _mlp_weights(c, c.F_e) + _mlp_biases(c, c.F_e)
+    return Breakdown({"routed": c.n_moe_layers * c.k * one,
+                      "shared": c.n_moe_layers * c.n_shared_experts * one}, unit="params")
+
+
+# ---- when expert parallelism pays -------------------------------------------------------------
+def critical_tokens_per_expert(accelerator, dtype="bf16") -> float:
+    """Tokens per expert above which an expert's matmuls are compute-bound: C / W_hbm · w/2.
+
+    An expert's weights are read from HBM once per step of the layer whatever the tokens; with
+    t tokens its matmuls do 2·t FLOPs per weight, so it is compute-bound when t exceeds the
+    critical batch of :func:`scaling_lib.roofline.critical_batch` (≈295 on an H100 in bf16).
+
+    >>> round(critical_tokens_per_expert("h100"))
+    295
+    """
+    return float(_roofline.critical_batch(accelerator, dtype))
+
+
+def min_tokens_for_compute_bound(cfg, accelerator, dtype="bf16") -> float:
+    """Routed tokens per MoE layer (over the ep group) that keep every expert compute-bound:
+    E/k times :func:`critical_tokens_per_expert` (balanced routing).
+
+    >>> round(min_tokens_for_compute_bound("deepseek-v3", "h100"))  # 256/8 · 295.3
+    9451
+    """
+    c = _moe_cfg(cfg)
+    return c.E / c.k * critical_tokens_per_expert(accelerator, dtype)
+
+
+def layer_times(cfg, tokens, ep, accelerator, bytes_per_s, *, imbalance=1.0, topology="switch",
+                latency=0.0, dtype="bf16"):
+    """(T_math, T_comm) of one MoE layer's forward pass on one of ep devices, in seconds.
+
+    T_math = imbalance · k · tokens · 2·(3·D·F_e) / C: the routed experts' matmuls (the busiest
+    device's share: ``imbalance`` = max/mean load); T_comm = the dispatch and combine AllToAlls
+    (:func:`all_to_all_bytes`, :func:`scaling_lib.collectives.collective_time`, ``bytes_per_s``
+    one-way per device). ``tokens`` per device. Left out: attention, router, shared experts.
+
+    >>> t_math, t_comm = layer_times("deepseek-v3", 8192, 64, "h100", 50e9)
+    >>> round(t_math * 1e3, 3), round(t_comm * 1e3, 3)
+    (5.834, 36.994)
+    """
+    c = _moe_cfg(cfg)
+    acc = hardware.get(accelerator)
+    n = check_int("tokens", tokens)
+    ep = check_int("ep", ep)
+    imb = check_positive("imbalance", imbalance)
+    if np.any(np.asarray(imb) < 1):
+        raise ValueError(f"imbalance={_brief(imbalance)} must be >= 1 (busiest load / mean)")
+    flops = c.k * n * 2.0 * _mlp_weights(c, c.F_e)
+    t_math = np.asarray(imb) * flops / acc.peak_flops_per_s(dtype)
+    V = all_to_all_bytes(c, n, ep, dtype=dtype)
+    t_comm = 2 * _collectives.collective_time("all-to-all", V, ep, bytes_per_s,
+                                             topology=topology, latency=latency)
+    return _scalar(t_math), _scalar(t_comm)
+
+
+def _moe_cfg(cfg):
+    c = models.get(cfg)
+    if not c.is_moe:
+        raise ValueError(f"{c.name or 'cfg'} is dense (E=1); expert routing needs an MoE model "
+                         "(E > 1)")
+    return c
+
+
+def _scalar(x):
+    x = np.asarray(x)
+    return x.item() if x.ndim == 0 else x
