@@ -18,7 +18,8 @@ from . import context, data, expert, fsdp, pipeline, tensor
 from .comms import Comm, collectives, constraints, totals
 from .plan import SCHEDULES, ParallelPlan, pipeline_bubble_fraction
 from . import split, steptime, timeline  # noqa: E402  (after the strategies they build on)
+from .estimate import StepEstimate, estimate, estimate_arrays  # noqa: E402
 
-__all__ = ["SCHEDULES", "Comm", "ParallelPlan", "collectives", "constraints", "context", "data",
-           "expert", "fsdp", "pipeline", "pipeline_bubble_fraction", "split", "steptime",
-           "tensor", "timeline", "totals"]
+__all__ = ["SCHEDULES", "Comm", "ParallelPlan", "StepEstimate", "collectives", "constraints",
+           "context", "data", "estimate", "estimate_arrays", "expert", "fsdp", "pipeline",
+           "pipeline_bubble_fraction", "split", "steptime", "tensor", "timeline", "totals"]

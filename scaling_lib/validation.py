@@ -1,0 +1,345 @@
+"""The step-time estimator against measured iteration times: vTrain's A100 runs, published runs.
+
+:func:`load` reads the measurements shipped in ``scaling_lib/data/vtrain`` (Megatron-DeepSpeed on
+DGX A100 nodes, from the vTrain authors; see its README): one record per run.
+:func:`predict` runs :func:`scaling_lib.parallelism.estimate.estimate_arrays` on every row
+with the setting the README describes (full recomputation, 1F1B, the GPT-2 vocabulary padded
+as Megatron pads it, nodes of 8 A100s with 800 Gb/s of InfiniBand per node, fp16, no fused
+attention, gradients reduced after the backward pass). :func:`fit` fits the few constants of
+:class:`~scaling_lib.parallelism.estimate.Calibration` on a training split (the even rows of
+each file) and :func:`report` gives the error on every split: mean absolute percentage error
+(MAPE) and the worst rows.
+
+:func:`published_comparisons` puts the estimate beside what papers report for much larger runs
+(Megatron-LM, Korthikanti et al. 2022, MT-NLG, Llama 3 405B).
+
+See: the chapter "Validating the planner".
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+from dataclasses import dataclass
+from importlib import resources
+
+import numpy as np
+
+from . import hardware, models, published
+from .parallelism.estimate import DEFAULT_CALIBRATION, Calibration, estimate_arrays
+from .units import _brief, check_choice
+
+FILES = {"single": "ground_truth_single.csv", "multi": "ground_truth_multi_calibration.csv"}
+_COLUMNS = {"# GPUs": "n_gpus", "global batch": "global_batch", "micro batch": "micro_batch",
+            "hidden size": "D", "attention heads": "N", "# layers": "L",
+            "sequence length": "T", "tensor parallelism": "tp", "data parallelism": "dp",
+            "pipeline parallelism": "pp", "iteration time (ms)": "measured"}
+GPT2_VOCAB = 50257  # the GPT-2 BPE vocabulary (Radford et al. 2019), Megatron's default
+# Megatron pads the vocabulary to a multiple of 128 · tp (--make-vocab-size-divisible-by 128)
+VOCAB_DIVISOR = 128
+# DGX A100 nodes: 8 GPUs on NVSwitch; 4 x 200 Gb/s HDR InfiniBand per node for the vTrain runs
+# (their configuration's 800 Gb/s per node), i.e. 100 GB/s one-way per node, 12.5 GB/s per GPU.
+VTRAIN_NODE_GBPS = 800
+VTRAIN_ACCELERATOR = "a100-80gb"  # 39.1B with tp·pp = 16 needs more than 40 GB per GPU
+# How Megatron-DeepSpeed ran these jobs (the README): what estimate_arrays is told. The
+# gradient all-reduce is taken as overlapped with the backward pass: in the single-node file the
+# same per-GPU work takes the same time with dp = 2, 4 and 8 (within 0.5%), which an exposed
+# all-reduce of the whole gradient (tens of ms for the 1.2B model) would not allow.
+VTRAIN_OPTIONS = dict(dtype="fp16", flash_attention=False, causal=False,
+                      overlap_grad_reduce=True)
+# The calibration fitted on the even rows of both files (see fit); values rounded.
+VTRAIN_CALIBRATION = DEFAULT_CALIBRATION
+# What other tools report on the same data: vTrain's MAPE on the single- and multi-node sets
+# (Bang et al. 2024, as the data's README quotes it), and Calculon's mean error on Korthikanti
+# et al.'s Table 5 (Isaev et al. 2023, SC'23).
+VTRAIN_MAPE = {"single": 0.084, "multi": 0.147}
+CALCULON_TABLE5_ERROR = 0.0365
+
+
+def padded_vocab(V: int, tp: int) -> int:
+    """Megatron's padded vocabulary: V rounded up to a multiple of 128 · tp.
+
+    >>> padded_vocab(50257, 1), padded_vocab(50257, 8)
+    (50304, 51200)
+    """
+    unit = VOCAB_DIVISOR * int(tp)
+    return -(-int(V) // unit) * unit
+
+
+def vtrain_cluster(n_gpus: int):
+    """n_gpus A100s in nodes of 8 with 800 Gb/s of scale-out per node (100 GB/s one-way)."""
+    per_node = min(int(n_gpus), 8)
+    net = hardware.Link("InfiniBand HDR x4", VTRAIN_NODE_GBPS / 8 * 1e9 / 8, 5e-6)
+    return hardware.cluster(VTRAIN_ACCELERATOR, int(n_gpus), devices_per_node=per_node,
+                            inter_node=net)
+
+
+def load(which: str = "single") -> dict:
+    """The rows of one vTrain file as numpy arrays (``measured`` in seconds).
+
+    >>> rows = load("multi")
+    >>> len(rows["measured"]), int(rows["n_gpus"].max())
+    (73, 512)
+    """
+    check_choice("which", which, tuple(FILES))
+    text = resources.files("scaling_lib.data").joinpath("vtrain", FILES[which]).read_text()
+    reader = csv.reader(text.splitlines())
+    header = next(reader)
+    data = np.array([[float(x) for x in row] for row in reader if row])
+    out = {}
+    for i, name in enumerate(header):
+        if name in _COLUMNS:
+            key = _COLUMNS[name]
+            out[key] = data[:, i] / 1e3 if key == "measured" else data[:, i].astype(np.int64)
+    out["row"] = np.arange(len(data))
+    return out
+
+
+def predict(rows: dict, calibration=None) -> np.ndarray:
+    """Predicted iteration time (s) of every row, grouped by model, batch and GPU count so that
+    each group is one vectorised call."""
+    cal = VTRAIN_CALIBRATION if calibration is None else calibration
+    n = len(rows["measured"])
+    pred = np.empty(n)
+    keys = np.stack([rows[k] for k in ("D", "N", "L", "T", "global_batch", "n_gpus", "tp")],
+                    axis=1)
+    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    inv = inv.ravel()
+    for i, (D, N, L, T, B, n_gpus, tp) in enumerate(uniq):
+        sel = np.flatnonzero(inv == i)
+        cfg = models.gpt(int(L), int(D), int(N), V=padded_vocab(GPT2_VOCAB, tp), T_max=int(T))
+        k = len(sel)
+        plans = dict(dp=rows["dp"][sel], tp=rows["tp"][sel], pp=rows["pp"][sel],
+                     cp=np.ones(k, int), ep=np.ones(k, int), zero=np.zeros(k, int),
+                     micro_batch=rows["micro_batch"][sel], virtual_stages=np.ones(k, int),
+                     schedule=np.full(k, "1f1b"), recompute=np.full(k, "full"),
+                     sequence_parallel=np.zeros(k, bool))
+        r = estimate_arrays(cfg, vtrain_cluster(n_gpus), plans, int(B), int(T),
+                            calibration=cal, **VTRAIN_OPTIONS)
+        pred[sel] = r["step_time"]
+    return pred
+
+
+def split(rows: dict, part: str = "train") -> np.ndarray:
+    """Row mask of a split: ``train`` the even rows, ``test`` the odd (held-out) ones, ``all``.
+
+    >>> split(load("multi"), "test")[:4]
+    array([False,  True, False,  True])
+    """
+    check_choice("part", part, ("train", "test", "all"))
+    idx = rows["row"]
+    return {"train": idx % 2 == 0, "test": idx % 2 == 1, "all": np.ones(len(idx), bool)}[part]
+
+
+def ape(pred, measured) -> np.ndarray:
+    """Absolute percentage error |pred - measured| / measured, as fractions."""
+    return np.abs(np.asarray(pred) - np.asarray(measured)) / np.asarray(measured)
+
+
+FIT_FIELDS = ("gemm_efficiency", "hbm_efficiency", "kernel_time", "nvlink_efficiency",
+              "nvlink_latency", "network_efficiency", "network_latency", "step_overhead")
+
+
+# Bounds of the fitted constants: fractions of a peak in (0, 1]; times from 0.1 µs to 1 ms
+# (per-step overhead up to 1 s).
+_BOUNDS = {"gemm_efficiency": (0.2, 1.0), "hbm_efficiency": (0.2, 1.0),
+           "nvlink_efficiency": (0.1, 1.0), "network_efficiency": (0.05, 1.0),
+           "kernel_time": (1e-7, 1e-3), "nvlink_latency": (1e-7, 1e-3),
+           "network_latency": (1e-7, 1e-3), "step_overhead": (0.0, 1.0)}
+
+
+ROBUST_SCALE = 0.05  # log-ratio beyond which a row's miss counts linearly in the fit
+
+
+def fit(calibration=None, fields=FIT_FIELDS, *, which=("single", "multi"), part="train",
+        max_evals=400) -> Calibration:
+    """Fit ``fields`` of the Calibration to the rows of ``part`` of the files ``which``.
+
+    Robust least squares on the log ratio predicted / measured (a 10% miss weighs the same on
+    a 60 ms and a 20 s step; misses beyond ``ROBUST_SCALE`` count linearly, so a few rows with
+    effects outside the model do not drag the constants), each file weighted equally whatever
+    its number of rows; bounded
+    (fractions in (0, 1], times positive). Takes a few hundred evaluations of :func:`predict`:
+    seconds to a minute. ``VTRAIN_CALIBRATION`` is the result for the defaults, rounded.
+    """
+    from scipy.optimize import least_squares
+
+    cal0 = VTRAIN_CALIBRATION if calibration is None else calibration
+    if not isinstance(cal0, Calibration):
+        raise ValueError(f"calibration={_brief(cal0)} must be a Calibration")
+    unknown = sorted(set(fields) - set(_BOUNDS))
+    if unknown:
+        raise ValueError(f"cannot fit {unknown}; valid fields: {', '.join(_BOUNDS)}")
+    sets = []
+    for w in which:
+        rows = load(w)
+        sel = split(rows, part)
+        sets.append({k: v[sel] for k, v in rows.items()})
+    weights = [1 / np.sqrt(len(s["measured"])) for s in sets]
+    lo = np.array([_BOUNDS[f][0] for f in fields])
+    hi = np.array([_BOUNDS[f][1] for f in fields])
+    scale = np.where(hi <= 1.0 + 1e-12, 1.0, 1e-5)  # times in units of 10 µs
+    scale[np.array(fields) == "step_overhead"] = 1e-2
+    x0 = np.clip([getattr(cal0, f) for f in fields], lo, hi) / scale
+
+    w = np.concatenate([np.full(len(s["measured"]), wt ** 2) for wt, s in zip(weights, sets)])
+
+    def residuals(x):
+        cal = dataclasses.replace(cal0, **dict(zip(fields, x * scale)))
+        return np.concatenate([np.log(predict(s, cal) / s["measured"]) for s in sets])
+
+    def loss(z):  # soft-l1, each row weighted so that every file counts the same
+        t = 1 + z
+        return np.stack([w * 2 * (np.sqrt(t) - 1), w / np.sqrt(t), -w / 2 * t ** -1.5])
+
+    # a robust loss (quadratic within ROBUST_SCALE, linear beyond): rows the model cannot
+    # describe (allocator thrashing, see the chapter) must not drag the physical constants
+    res = least_squares(residuals, x0, bounds=(lo / scale, hi / scale), max_nfev=max_evals,
+                        x_scale="jac", loss=loss, f_scale=ROBUST_SCALE)
+    return dataclasses.replace(cal0, **dict(zip(fields, (res.x * scale).tolist())))
+
+
+@dataclass(frozen=True)
+class Report:
+    """Errors of one file of measurements: MAPE on each split and the worst rows."""
+
+    which: str
+    mape_train: float
+    mape_test: float
+    mape_all: float
+    rows: dict
+    predicted: np.ndarray
+
+    def worst(self, k: int = 5) -> list[dict]:
+        """The k rows with the largest errors, each as a dict of its columns, predicted, error."""
+        err = ape(self.predicted, self.rows["measured"])
+        out = []
+        for i in np.argsort(-err)[:k]:
+            d = {key: (float(v[i]) if key == "measured" else int(v[i]))
+                 for key, v in self.rows.items()}
+            d.update(predicted=float(self.predicted[i]), error=float(
+                (self.predicted[i] - self.rows["measured"][i]) / self.rows["measured"][i]))
+            out.append(d)
+        return out
+
+
+def report(which: str = "single", calibration=None) -> Report:
+    """MAPE of the estimate on one vTrain file: training split, held-out split, all rows.
+
+    >>> r = report("multi")
+    >>> r.mape_test < 0.15
+    True
+    """
+    rows = load(which)
+    pred = predict(rows, calibration)
+    err = ape(pred, rows["measured"])
+    return Report(which, float(err[split(rows, "train")].mean()),
+                  float(err[split(rows, "test")].mean()), float(err.mean()), rows, pred)
+
+
+# ---- published runs -----------------------------------------------------------------------------
+# Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models"),
+# Table 1 (models and layouts on Selene, DGX A100 80GB, s = 2,048, V = 51,200) and Table 5
+# (end-to-end iteration time in seconds): full recomputation, and the paper's own method
+# (selective recomputation with sequence parallelism). Columns: name, L, D, N, tp, pp, GPUs,
+# global batch, seconds with full recomputation, seconds with selective + SP.
+# The paper's micro-batch of 1 and the interleaving depth (v = 3 for 175B and 530B, 1 otherwise)
+# are taken as Calculon's published reproduction of the table takes them (Isaev et al. 2023).
+KORTHIKANTI_TABLE5 = (
+    ("22B", 48, 6144, 64, 8, 1, 8, 4, 1.42, 1.10),
+    ("175B", 96, 12288, 96, 8, 8, 64, 64, 18.13, 13.75),
+    ("530B", 105, 20480, 128, 8, 35, 280, 280, 49.05, 37.83),
+    ("1T", 128, 25600, 160, 8, 64, 512, 512, 94.42, 71.49),
+)
+_KORTHIKANTI_V = {"22B": 1, "175B": 3, "530B": 3, "1T": 1}
+_KORTHIKANTI_MB = {"22B": 4}  # Calculon runs the 22B row as one micro-batch of 4
+# Megatron-era runs: fp16, the T x T scores in HBM (no fused attention), full square.
+MEGATRON_OPTIONS = dict(dtype="fp16", flash_attention=False, causal=False)
+
+
+def _one(cfg, cluster, plan, B, T, cal, **opts):
+    from .parallelism.estimate import estimate
+
+    return estimate(cfg, cluster, plan, B, T, calibration=cal, **opts)
+
+
+def korthikanti_comparison(calibration=None) -> list[dict]:
+    """Table 5 of Korthikanti et al. 2022 beside our estimate: 4 models x 2 recomputation modes.
+
+    Each record: ``name``, ``mode`` ("full" or "selective+SP"), ``published`` and
+    ``estimated`` seconds per iteration, ``error`` (estimated / published - 1).
+    """
+    from .parallelism import ParallelPlan
+
+    cal = VTRAIN_CALIBRATION if calibration is None else calibration
+    out = []
+    for name, L, D, N, tp, pp, n, B, full_s, sel_s in KORTHIKANTI_TABLE5:
+        cfg = models.gpt(L, D, N, V=51200, T_max=2048, name=f"korthikanti-{name}")
+        cluster = hardware.cluster("a100-80gb", n)
+        v = _KORTHIKANTI_V[name]
+        mb = _KORTHIKANTI_MB.get(name, 1)
+        for mode, published_s, rec, sp in (("full", full_s, "full", False),
+                                           ("selective+SP", sel_s, "selective", True)):
+            plan = ParallelPlan(dp=n // (tp * pp), tp=tp, pp=pp, micro_batch=mb,
+                                virtual_stages=v, schedule="interleaved" if v > 1 else "1f1b",
+                                recompute=rec, sequence_parallel=sp)
+            e = _one(cfg, cluster, plan, B, 2048, cal, **MEGATRON_OPTIONS)
+            out.append(dict(source="Korthikanti et al. 2022, Table 5", name=name, mode=mode,
+                            quantity="step_time", published=published_s,
+                            estimated=e.step_time, error=e.step_time / published_s - 1))
+    return out
+
+
+def published_comparisons(calibration=None) -> list[dict]:
+    """Our estimate beside published figures, one record per run: ``source``, ``name``,
+    ``quantity`` ("step_time" in s, or "mfu"), ``published``, ``estimated``, ``error``
+    (estimated / published - 1).
+
+    Korthikanti et al. 2022 Table 5 (iteration times); MT-NLG 530B (Smith et al. 2022,
+    section 2.4: iteration times on 280, 350 and 420 DGX A100 nodes); Megatron-LM Table 1
+    (Narayanan et al. 2021: the step time its reported FLOP/s per GPU implies, micro-batch 1 and
+    no interleaving assumed); Llama 3 405B Table 4 (BF16 MFU on 8K and 16K H100s); PaLM 540B
+    (MFU on 6,144 TPU v4, Chowdhery et al. 2022 Table 3).
+    """
+    from .parallelism import ParallelPlan
+
+    if calibration is not None and not isinstance(calibration, Calibration):
+        raise ValueError(f"calibration={_brief(calibration)} must be a Calibration")
+    cal = VTRAIN_CALIBRATION if calibration is None else calibration
+    out = korthikanti_comparison(cal)
+    for name in published.names():
+        r = published.get(name)
+        if name.startswith("mt-nlg"):
+            plan = ParallelPlan(dp=r.dp, tp=r.tp, pp=r.pp, recompute="full")
+            e = _one(r.model, hardware.cluster(r.accelerator, r.n_devices), plan,
+                     r.global_batch, r.T, cal, overlap_grad_reduce=False, **MEGATRON_OPTIONS)
+            out.append(dict(source=r.source, name=name, quantity="step_time",
+                            published=r.step_time, estimated=e.step_time,
+                            error=e.step_time / r.step_time - 1))
+        elif name.startswith("megatron-"):
+            plan = ParallelPlan(dp=r.dp, tp=r.tp, pp=r.pp, recompute="full")
+            e = _one(r.model, hardware.cluster(r.accelerator, r.n_devices), plan,
+                     r.global_batch, r.T, cal, overlap_grad_reduce=False, **MEGATRON_OPTIONS)
+            implied = published.implied_step_time(r)
+            out.append(dict(source=r.source + " (step time implied by its TFLOP/s per GPU)",
+                            name=name, quantity="step_time", published=implied,
+                            estimated=e.step_time, error=e.step_time / implied - 1))
+        elif name.startswith("llama3-405b"):
+            # Meta's layout from Table 4; micro-batch 1, interleaving depth 2, ZeRO-1 (sharded
+            # optimizer states), no recomputation: our assumptions (the paper does not print them).
+            plan = ParallelPlan(dp=r.dp, tp=r.tp, pp=r.pp, cp=r.cp, zero=1, micro_batch=1,
+                                virtual_stages=2, schedule="interleaved",
+                                sequence_parallel=True)
+            e = _one(r.model, hardware.cluster(r.accelerator, r.n_devices), plan,
+                     r.global_batch, r.T, cal)
+            out.append(dict(source=r.source, name=name, quantity="mfu", published=r.mfu,
+                            estimated=e.mfu, error=e.mfu / r.mfu - 1))
+        elif name == "palm-540b":
+            # 12-way model parallelism, weights sharded over the data-parallel ranks, one
+            # micro-batch of global_batch / dp sequences per replica
+            plan = ParallelPlan(dp=r.dp, tp=r.tp, zero=3, micro_batch=r.global_batch // r.dp)
+            e = _one(r.model, hardware.cluster(r.accelerator, r.n_devices), plan,
+                     r.global_batch, r.T, cal)
+            out.append(dict(source=r.source, name=name, quantity="mfu", published=r.mfu,
+                            estimated=e.mfu, error=e.mfu / r.mfu - 1))
+    return out
