@@ -38,15 +38,24 @@ from ..collectives import collective_bytes
 from ..units import _brief, check_count
 from .comms import Comm, collectives
 from .plan import ParallelPlan, check_plan
+from .steptime import _check_comm
 
 ORDER = ("tp", "cp", "pp", "dp")  # Llama 3's mesh, inner (fastest links) to outer
 AXES = ORDER
 LINK_CLASSES = ("intra-node", "inter-node", "inter-pod")  # fastest to slowest
 
 
+def _count(name, value, minimum=1) -> int:
+    """A whole number >= minimum, one value (not an array)."""
+    if np.ndim(value):
+        raise ValueError(f"{name}={_brief(value)} must be one whole number, not an array")
+    return int(check_count(name, value, minimum=minimum))
+
+
 def check_order(order) -> tuple:
     """The mesh order as a tuple, after checking it holds each of tp, cp, pp and dp once."""
-    if isinstance(order, str) or sorted(order or ()) != sorted(AXES):
+    ok = isinstance(order, (tuple, list)) and all(isinstance(a, str) for a in order)
+    if not ok or sorted(order) != sorted(AXES):
         raise ValueError(f"order={_brief(order)} must list each of {', '.join(AXES)} once, "
                          "innermost first, e.g. ('tp', 'cp', 'pp', 'dp')")
     return tuple(order)
@@ -73,7 +82,8 @@ def coordinates(rank, plan: ParallelPlan, order=ORDER) -> dict:
     >>> coordinates(1000, ParallelPlan(tp=8, pp=16, dp=64))
     {'tp': 0, 'cp': 0, 'pp': 13, 'dp': 7}
     """
-    r = int(check_count("rank", rank, minimum=0))
+    check_plan(plan)
+    r = _count("rank", rank, minimum=0)
     if r >= plan.world_size:
         raise ValueError(f"rank={r} is outside the plan's {plan.world_size} devices; "
                          f"choose 0 <= rank < {plan.world_size}")
@@ -98,8 +108,10 @@ def groups(plan: ParallelPlan, axes, order=ORDER) -> np.ndarray:
     >>> groups(ParallelPlan(tp=2, dp=2), "dp").tolist()
     [[0, 2], [1, 3]]
     """
-    axes = (axes,) if isinstance(axes, str) else tuple(axes)
-    if not axes or any(a not in AXES for a in axes) or len(set(axes)) != len(axes):
+    check_plan(plan)
+    axes = (axes,) if isinstance(axes, str) else axes
+    ok = isinstance(axes, (tuple, list)) and all(isinstance(a, str) for a in axes)
+    if not ok or not axes or any(a not in AXES for a in axes) or len(set(axes)) != len(axes):
         raise ValueError(f"axes={_brief(axes)} must be distinct names among {', '.join(AXES)}")
     g = _grid(plan, order)
     idx = [AXES.index(a) for a in axes]
@@ -119,6 +131,8 @@ def comm_groups(plan: ParallelPlan, comm: Comm, order=ORDER) -> np.ndarray:
     >>> comm_groups(p, Comm("all-reduce", "dp", 8, 1.0))[0].tolist()  # cp fastest, then dp
     [0, 8, 16, 24, 32, 40, 48, 56]
     """
+    check_plan(plan)
+    _check_comm(comm)
     g = int(comm.group_size)
     if comm.axis in ("tp", "cp", "pp"):
         out = groups(plan, comm.axis, order)
@@ -212,6 +226,8 @@ def comm_traffic(comm: Comm, cluster, plan: ParallelPlan, order=ORDER) -> dict:
     >>> {k: v / 1e9 for k, v in t.items()}
     {'intra-node': 0.0, 'inter-node': 1.0, 'inter-pod': 0.0}
     """
+    _check_comm(comm)
+    check_plan(plan)
     if comm.kind == "collective-permute":  # a Comm's permute bytes are what each device sends
         sent = float(comm.nbytes)
     else:
@@ -291,8 +307,8 @@ def dp_degree(n_devices, tp=1, cp=1, pp=1) -> int:
     >>> dp_degree(16384, tp=8, cp=16, pp=16)
     8
     """
-    n = int(check_count("n_devices", n_devices))
-    inner = int(check_count("tp", tp) * check_count("cp", cp) * check_count("pp", pp))
+    n = _count("n_devices", n_devices)
+    inner = _count("tp", tp) * _count("cp", cp) * _count("pp", pp)
     if n % inner:
         raise ValueError(f"tp·cp·pp = {inner} does not divide n_devices={n}; choose degrees "
                          "whose product divides the device count")
@@ -306,7 +322,7 @@ def context_degree(T, tokens_per_device) -> int:
     >>> context_degree(131072, 8192)  # Llama 3's long-context stage: 16
     16
     """
-    T = int(check_count("T", T))
-    m = int(check_count("tokens_per_device", tokens_per_device))
+    T = _count("T", T)
+    m = _count("tokens_per_device", tokens_per_device)
     need = -(-T // m)
     return 1 << max(0, int(need - 1).bit_length())
