@@ -75,6 +75,7 @@ def plot_traffic(ax, report: M.MeshReport, *, unit=1e9):
             ax.bar(classes, vals, bottom=bottom, color=AXIS_COLORS[a], label=a)
             bottom += vals
     ax.set_yscale("symlog", linthresh=0.1)
+    ax.set_ylim(0, max(1.0, float(bottom.max())) * 4)  # room above the tallest bar
     ax.set_ylabel("GB sent per GPU per step")
     ax.legend(fontsize=8)
 
