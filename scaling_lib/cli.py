@@ -102,6 +102,9 @@ def _grade(args) -> int:
 
 
 SUBCOMMANDS = [_add_grade]
+from .cli_train import COMMANDS as _TRAINING  # noqa: E402  (estimate, plan, optimal)
+SUBCOMMANDS += _TRAINING
+from .cli_serve import add_serve; SUBCOMMANDS.append(add_serve)  # noqa: E402, E702
 
 
 def parser() -> argparse.ArgumentParser:

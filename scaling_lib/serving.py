@@ -110,6 +110,20 @@ def _bound(t_math, t_mem, t_comm):
     return str(out) if out.ndim == 0 else out
 
 
+def compute_dtype(accelerator, dtype) -> str:
+    """The precision the matmuls run in for weights stored in ``dtype`` on ``accelerator``.
+
+    ``dtype`` itself when the chip lists a peak for it (fp8 or int8 matmuls), else bf16:
+    weight-only quantization (int4 on GPUs) dequantizes the weights before each matmul, so it
+    saves bytes, not FLOPs, and the activations stay in bf16.
+
+    >>> compute_dtype("h100", "int4"), compute_dtype("h100", "fp8")
+    ('bf16', 'fp8')
+    """
+    acc = hardware.get(accelerator)
+    return dtype if acc.supports(dtype) else "bf16"
+
+
 def estimate(cfg, accelerator, n_devices, *, batch, prompt_len, gen_len, dtype="bf16",
              kv_dtype=None, prefill_mfu=0.4, price_per_device_hour=None) -> ServeEstimate:
     """Latency, throughput, memory and cost of serving ``cfg`` tensor-parallel over n devices.
@@ -117,10 +131,12 @@ def estimate(cfg, accelerator, n_devices, *, batch, prompt_len, gen_len, dtype="
     Static batching: ``batch`` sequences of ``prompt_len`` prompt tokens are prefilled together,
     then decode ``gen_len`` tokens each. TTFT = max(F_prefill/(n·C·MFU), W_bytes/(n·W_hbm)) +
     2L all-reduces of B·P·D·a bytes; TPOT = :func:`scaling_lib.inference.decode_step_time` at
-    the mean context S = P + G/2 with tp = n; tokens/s = B·G/(TTFT + G·TPOT); cost =
+    the mean context S = P + ⌊G/2⌋ with tp = n; tokens/s = B·G/(TTFT + G·TPOT); cost =
     price·n/(3600·tokens/s)·1e6 dollars per million output tokens. Memory per device: weights
     (all parameters)/n, the KV cache of B sequences of P + G tokens / n, and a rough activation
     working set of one prefill layer, B·P·(2D + 2F/n)·a. Broadcasts over an array of ``batch``.
+
+    FLOPs and activations run in :func:`compute_dtype` (bf16 for weight-only int4).
 
     Args: cfg (preset name or TransformerConfig), accelerator (name or Accelerator),
     n_devices (int), batch, prompt_len, gen_len (counts), dtype / kv_dtype (weights / cache),
@@ -149,12 +165,13 @@ def estimate(cfg, accelerator, n_devices, *, batch, prompt_len, gen_len, dtype="
     if price_per_device_hour is not None:
         price_per_device_hour = check_positive("price_per_device_hour", price_per_device_hour)
     kv_dtype = kv_dtype or dtype
-    peak = acc.peak_flops_per_s(dtype)
+    act = compute_dtype(acc, dtype)
+    peak = acc.peak_flops_per_s(act)
     w = dtype_bytes(dtype)
     link, per_node = comm_link(acc, n)
 
     def comm(tokens):
-        return inference.tp_decode_comm_time(c, tokens, n, link, accelerator=acc, dtype=dtype)
+        return inference.tp_decode_comm_time(c, tokens, n, link, accelerator=acc, dtype=act)
 
     # prefill: the B·P prompt tokens in one causal forward pass
     t_pre_math = roofline.t_math(transformer.forward_flops(c, B, P, causal=True),
@@ -166,18 +183,18 @@ def estimate(cfg, accelerator, n_devices, *, batch, prompt_len, gen_len, dtype="
     ttft = roofline.time_bounds(t_pre_math, t_pre_mem)[0] + t_pre_comm
 
     # decode: one step at the mean context length
-    S = P + G / 2
+    S = P + G // 2  # the mean context, in whole tokens
     t_dec_math = roofline.t_math(inference.decode_flops(c, B, S).total, n * peak)
     t_dec_mem = roofline.t_comms(inference.decode_bytes(c, B, S, dtype, kv_dtype).total,
                                  n * acc.hbm_bytes_per_s)
     t_dec_comm = comm(B)
-    tpot = inference.decode_step_time(c, B, S, acc, n, dtype, kv_dtype, tp=n, link=link)
+    tpot = roofline.time_bounds(t_dec_math, t_dec_mem)[0] + t_dec_comm  # = decode_step_time
 
     tokens_per_s = B * G / (ttft + G * tpot)
     mem = Breakdown({
         "weights": transformer.n_params(c) * w / n,
         "kv cache": transformer.kv_cache_bytes(c, B, P + G, kv_dtype) / n,
-        "activations": _out(B * P * (2 * c.D + 2 * c.F / n) * w),
+        "activations": _out(B * P * (2 * c.D + 2 * c.F / n) * dtype_bytes(act)),
     }, unit="bytes")
     fits = np.asarray(mem.total) <= acc.hbm_bytes
     cost = None
@@ -257,6 +274,70 @@ def pareto_mask(latency, throughput):
             best = max(best, thr[i])
             last = (lat[i], thr[i])
     return keep
+
+
+def best_batch(cfg, accelerator, n_devices, *, tpot_budget, prompt_len, gen_len, dtype="bf16",
+               kv_dtype=None, max_batch=4096) -> int:
+    """The batch with the most tokens/s whose TPOT stays within ``tpot_budget`` and which fits.
+
+    Evaluates :func:`estimate` at every batch 1..max_batch and keeps the feasible ones (memory
+    fits, TPOT <= budget); returns the one with the highest tokens/s, or 0 when even batch 1 is
+    infeasible. In this model tokens/s grows with the batch, so it is the largest feasible one.
+
+    >>> best_batch("llama3-70b", "h100", 8, tpot_budget=0.02, prompt_len=1024, gen_len=256)
+    425
+
+    See: Chapter "Serving at scale", "The latency-throughput trade-off".
+    """
+    budget = check_positive("tpot_budget", tpot_budget)
+    top = check_int("max_batch", max_batch, maximum=65536)
+    if np.ndim(budget):
+        raise ValueError(f"tpot_budget={_brief(tpot_budget)} must be a single number")
+    B = np.arange(1, top + 1)
+    e = estimate(cfg, accelerator, n_devices, batch=B, prompt_len=prompt_len, gen_len=gen_len,
+                 dtype=dtype, kv_dtype=kv_dtype)
+    ok = np.asarray(e.fits) & (np.asarray(e.tpot) <= budget)
+    if not ok.any():
+        return 0
+    return int(B[ok][np.argmax(np.asarray(e.tokens_per_s)[ok])])
+
+
+def decode_time_breakdown(cfg, accelerator, n_devices, *, batch, context, dtype="bf16",
+                          kv_dtype=None) -> Breakdown:
+    """A decode step's parts in seconds: reading weights, reading KV, FLOPs, all-reduces.
+
+    "weights" = weight bytes / (n·W_hbm), "kv cache" = B sequences' cache at ``context`` tokens /
+    (n·W_hbm), "flops" = FLOPs / (n·C), "communication" = the 2L tensor-parallel all-reduces on
+    :func:`comm_link`'s link. The step (:func:`estimate`'s TPOT at that context) is
+    max(weights + kv cache, flops) + communication: the first three overlap, the last does not.
+    Broadcasts over an array of ``batch``.
+
+    >>> t = decode_time_breakdown("llama3-70b", "h100", 8, batch=1, context=1152)
+    >>> {k: round(v * 1e3, 2) for k, v in t.items()}  # ms
+    {'weights': 5.19, 'kv cache': 0.01, 'flops': 0.02, 'communication': 4.49}
+
+    See: Chapter "Serving at scale", "The latency-throughput trade-off".
+    """
+    c = models.get(cfg)
+    acc = hardware.get(accelerator)
+    n = check_int("n_devices", n_devices, maximum=2**24)
+    B = check_count("batch", batch)
+    S = check_count("context", context)
+    if np.ndim(S):
+        raise ValueError(f"context={_brief(context)} must be a single number")
+    link, _ = comm_link(acc, n)
+    act = compute_dtype(acc, dtype)
+    nbytes = inference.decode_bytes(c, B, S, dtype, kv_dtype)
+    return Breakdown({
+        "weights": _out(nbytes["weights"] / (n * acc.hbm_bytes_per_s) + 0.0 * B),
+        "kv cache": _out(nbytes["kv cache"] / (n * acc.hbm_bytes_per_s)),
+        "flops": _out(inference.decode_flops(c, B, S).total / (n * acc.peak_flops_per_s(act))),
+        "communication": _out(inference.tp_decode_comm_time(c, B, n, link, accelerator=acc,
+                                                            dtype=act)),
+    }, unit="s")
+
+
+__all__ += ["best_batch", "decode_time_breakdown", "compute_dtype"]
 
 
 def min_devices(cfg, accelerator, *, dtype="bf16", kv_bytes=0.0) -> int:

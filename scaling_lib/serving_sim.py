@@ -27,7 +27,8 @@ import numpy as np
 from . import hardware, inference
 from .units import _brief, check_count, check_int, check_positive
 
-__all__ = ["SimResult", "simulate", "linear_step_time", "saturated_tokens_per_s"]
+__all__ = ["SimResult", "simulate", "linear_step_time", "saturated_tokens_per_s",
+           "schedule_step"]
 
 MAX_REQUESTS = 100_000
 MAX_TOKENS = 2e5  # generated tokens a run may simulate (the loop is pure Python)
@@ -95,6 +96,37 @@ def saturated_tokens_per_s(batch, gen_len, prefill_time, t0, t1):
         raise ValueError("t0, t1 and prefill_time are all 0: a step must take some time")
     out = b / denom
     return float(out) if np.ndim(out) == 0 else out
+
+
+def schedule_step(left, waiting, max_batch, gen_len):
+    """One iteration of the continuous-batching server: (tokens left per running request, waiting).
+
+    ``left``: tokens each running request still has to generate; ``waiting``: requests queued.
+    At the start of the iteration up to max_batch - len(left) waiting requests are admitted
+    (first come, first served); the new ones are prefilled, which yields their first token
+    (gen_len - 1 left); every request already running generates one token; requests with
+    nothing left leave. Returns the new ``left`` list (running requests first, then the new
+    ones, in order) and the number still waiting: the step :func:`simulate` repeats (tested).
+
+    >>> schedule_step([1, 3], 5, 4, 10)  # one finishes, two join with 9 left
+    ([2, 9, 9], 3)
+    """
+    try:
+        items = [] if isinstance(left, (str, bytes)) else list(left)
+    except TypeError:
+        items = None
+    if items is None or isinstance(left, (str, bytes)) or len(items) > MAX_REQUESTS:
+        raise ValueError(f"left={_brief(left)} must be a list of at most {MAX_REQUESTS:,} whole "
+                         "numbers: the tokens each running request still has to generate")
+    run = [check_int("left", x, minimum=1, maximum=2**40) for x in items]
+    w = check_int("waiting", waiting, minimum=0, maximum=2**40)
+    cap = check_int("max_batch", max_batch, maximum=2**40)
+    G = check_int("gen_len", gen_len, maximum=2**40)
+    if len(run) > cap:
+        raise ValueError(f"{len(run)} running requests exceed max_batch={cap}")
+    new = min(w, cap - len(run))
+    after = [x - 1 for x in run] + [G - 1] * new
+    return [x for x in after if x > 0], w - new
 
 
 def simulate(*, prompt_len, gen_len, kv_budget_tokens, prefill_time, t0, t1, rate=None,

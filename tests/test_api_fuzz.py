@@ -32,8 +32,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from scaling_lib import (breakdown, collectives, hardware, inference, memory, models,
-                         parallelism, published, roofline, serving, serving_sim, sharding,
-                         transformer, units)
+                         parallelism, published, roofline, scheduling, serving, serving_engine,
+                         serving_parallel, serving_sim, sharding, transformer, units)
 import scaling_lib.parallelism.mesh  # noqa: F401  (parallelism.mesh in MODULES)
 from scaling_lib.parallelism import split as _split, steptime as _steptime, timeline as _timeline
 from scaling_lib.breakdown import Breakdown
@@ -41,8 +41,9 @@ from scaling_lib.parallelism import ParallelPlan
 
 MODULES = (units, breakdown, hardware, roofline, collectives, models, transformer, memory,
            inference, parallelism, parallelism.context, parallelism.data, parallelism.fsdp,
-           parallelism.tensor, parallelism.expert, parallelism.mesh,
-           published, sharding, _steptime, _timeline, _split, serving, serving_sim)
+           parallelism.tensor, parallelism.pipeline, parallelism.expert, parallelism.mesh,
+           published, sharding, _steptime, _timeline, _split, serving, serving_sim,
+           serving_engine, serving_parallel, scheduling)
 
 # Public callables that are not fuzzed, and why.
 EXCLUDED = {
@@ -59,6 +60,9 @@ EXCLUDED = {
     # NamedTuple: the result type of sharding.sharded_matmul (its consumers are fuzzed with
     # real results, see "m" below)
     "scaling_lib.sharding.ShardedMatmul",
+    # runs the planner's full search once per allocation (seconds); its inputs are validated by
+    # Job and exercised in tests/test_scheduling_planner.py
+    "scaling_lib.scheduling.scaling_curve",
 }
 
 # Pass-throughs that may return NaN when given NaN (every other result must be NaN-free).
@@ -127,7 +131,15 @@ BAD = st.sampled_from([
 NUMBER = st.one_of(st.integers(-3, 10**6), st.floats(allow_nan=True, allow_infinity=True),
                    st.sampled_from([1, 2, 4, 8, 16, 128, 2048, 4096, 1e9, 1e12]))
 
+_CURVE = scheduling.ScalingCurve([8, 16, 32], [1e5, 1.6e5, 1.8e5], 6e9, 312e12)
+_JOBS = [scheduling.Job("a", "llama3-8b", 1e9), scheduling.Job("b", _TINY, 1e8, arrival=10.0)]
+
 _BY_NAME = {
+    "curve": st.sampled_from([_CURVE, "curve", None]),
+    "curves": st.sampled_from([{"a": _CURVE, "b": _CURVE}, {"a": _CURVE}, {"a": 1}, {}]),
+    "jobs": st.sampled_from([_JOBS, _JOBS[:1], [], ["a"], _JOBS + _JOBS]),
+    "alloc": st.sampled_from([{"a": 8}, {"a": 8, "b": 16}, {"a": -8}, {"c": 8}, {}]),
+    "weights": st.sampled_from([None, {"a": 1.0, "b": 2.0}, {"a": -1.0}, {"a": math.nan}]),
     "cfg": st.sampled_from(_MODEL_NAMES + [_TINY, _MOE]),
     "model": st.sampled_from([_TINY, _MOE, models.get("llama3-8b")]),
     "accelerator": st.sampled_from(_CHIPS + [_H100]),

@@ -123,8 +123,8 @@ def test_constraints_give_reasons_and_collectives_refuses():
     assert "K=2 kv heads" in constraints(CFG.with_changes(N=6, K=2), ParallelPlan(tp=3), B, T)[0]
     with pytest.raises(ValueError, match="V=63"):
         collectives(CFG.with_changes(V=63), ParallelPlan(tp=2), B, T)
-    with pytest.raises(ValueError, match="cp=2"):
-        collectives(CFG, ParallelPlan(dp=2, cp=2), B, T)
+    with pytest.raises(ValueError, match="ep=2"):
+        collectives(CFG, ParallelPlan(dp=2, ep=2), B, T)
     with pytest.raises(ValueError, match="shard_group=2 needs zero"):
         collectives(CFG, ParallelPlan(dp=4, shard_group=2), B, T)
 

@@ -71,6 +71,22 @@ def test_p2p_latency_and_unequal_times_keep_the_invariants():
     assert pipeline.step_time(4, 8, t_p2p=0.1) > pipeline.step_time(4, 8)
 
 
+def test_uneven_stage_times():
+    """Per-stage times (uneven stages): the invariants hold, and the step lasts at least the
+    busiest stage's work and at most the step of a pipeline whose stages all take the slowest
+    time."""
+    costs = pipeline.stage_costs("llama3-405b", pipeline.layer_split(126, 16))
+    t = costs["flops"] / costs["flops"].mean()
+    for kind, v in (("gpipe", 1), ("1f1b", 1), ("interleaved", 2)):
+        ev = pipeline.schedule(16, 32, v=v, kind=kind, t_fwd=t, t_bwd=2 * t)
+        _check_invariants(ev, 16, 32, v)
+        lo = 32 * 3 * t.max()  # the slowest stage's forwards and backwards
+        hi = pipeline.step_time(16, 32, v=v, kind=kind, t_fwd=t.max(), t_bwd=2 * t.max())
+        assert lo <= pipeline.makespan(ev) <= hi + 1e-9
+    with pytest.raises(ValueError, match="one per stage"):
+        pipeline.schedule(4, 4, t_fwd=[1.0, 2.0])
+
+
 def test_one_microbatch_utilisation_is_one_over_p():
     ev = pipeline.schedule(8, 1)
     assert 1 - pipeline.bubble_fraction(ev) == pytest.approx(1 / 8)
@@ -123,6 +139,8 @@ def test_comms_constraints_and_collectives():
 
 @pytest.mark.parametrize("kw,match", [
     (dict(pp=0, m=4), "pp=0"), (dict(pp=4, m=6, kind="interleaved", v=2), "multiple of pp=4"),
+    (dict(pp=4, m=6, kind="1f1b", v=2), "multiple of pp=4"),
+    (dict(pp=100, m=100, v=2, kind="interleaved"), "too many to simulate"),
     (dict(pp=4, m=4, kind="gpipe", v=2), "GPipe has no virtual stages"),
     (dict(pp=4, m=4, kind="zb"), "kind='zb'"), (dict(pp=4, m=4, t_fwd=-1), "t_fwd")])
 def test_bad_arguments_raise(kw, match):

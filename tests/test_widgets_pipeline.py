@@ -1,4 +1,4 @@
-"""The pipeline-schedule figures (widgets.pipeline); the schedules are tested in test_pipeline.py."""
+"""The pipeline-schedule figures (widgets.pipeline); schedules are tested in test_pipeline.py."""
 
 import matplotlib
 import pytest

@@ -22,7 +22,8 @@ interleaved schedule):
 - ``1f1b``: stage s runs p - s - 1 warm-up forwards, then alternates one forward and one
   backward, then drains the remaining backwards.
 - ``interleaved``: 1F1B over v chunks per device, micro-batches taken in groups of p
-  (Megatron-LM's order; needs m a multiple of p).
+  (Megatron-LM's order; needs m a multiple of p). Any v > 1 uses this order; with v = 1 it is
+  1F1B.
 
 See: the chapter "Pipeline parallelism".
 """
@@ -45,6 +46,36 @@ EVENT_DTYPE = np.dtype([("stage", np.int64), ("micro", np.int64), ("chunk", np.i
                         ("op", "U1"), ("start", np.float64), ("end", np.float64)])
 
 
+MAX_OPERATIONS = 20_000  # a schedule simulates 2·pp·m·v operations in Python
+
+
+def _check_time(name, value, allow_zero=False):
+    x = check_positive(name, value, allow_zero=allow_zero)
+    if np.ndim(x) or not np.isfinite(x):
+        raise ValueError(f"{name}={_brief(value)} must be one finite number of time units")
+    return x
+
+
+def _stage_times(name, value, p) -> np.ndarray:
+    """One positive finite time, or one per stage (p of them), as an array of p floats."""
+    if isinstance(value, (list, tuple, np.ndarray)) and np.ndim(value) == 1:
+        if len(value) != p:
+            raise ValueError(f"{name} has {len(value)} times; give one number or one per stage "
+                             f"(pp={p})")
+        x = check_positive(name, np.asarray(value))
+        if not np.all(np.isfinite(x)) or not np.all(x > 0):
+            raise ValueError(f"{name}={_brief(value)} must hold positive finite times")
+        return np.asarray(x, dtype=float)
+    return np.full(p, float(_check_time(name, value)))
+
+
+def _one_count(name, value, minimum=1) -> int:
+    x = check_count(name, value, minimum=minimum)
+    if np.ndim(x):
+        raise ValueError(f"{name}={_brief(value)} must be one whole number, not an array")
+    return int(x)
+
+
 def _check_schedule_args(pp, m, v, kind):
     p = check_count("pp", pp)
     m = check_count("m", m)
@@ -56,29 +87,32 @@ def _check_schedule_args(pp, m, v, kind):
     p, m, v = int(p), int(m), int(v)
     if kind == "gpipe" and v != 1:
         raise ValueError(f"v={v}: GPipe has no virtual stages; use kind='interleaved' or v=1")
-    if kind == "interleaved" and m % p:
-        raise ValueError(f"m={m} micro-batches must be a multiple of pp={p} for the interleaved "
-                         f"schedule (Megatron-LM's order takes them in groups of pp); choose m "
-                         f"in {[p * k for k in range(1, 5)]}, ...")
-    if p * m * v > 200_000:
-        raise ValueError(f"pp·m·v = {p * m * v:,} operations is too many to simulate "
-                         "(at most 200,000)")
+    if v > 1 and m % p:  # v chunks per device: the interleaved order, whatever kind says
+        raise ValueError(f"m={m} micro-batches must be a multiple of pp={p} with v={v} virtual "
+                         f"stages (Megatron-LM's interleaved order takes them in groups of pp); "
+                         f"choose m in {[p * k for k in range(1, 5)]}, ...")
+    if p * m * v > MAX_OPERATIONS // 2:
+        raise ValueError(f"pp·m·v = {p * m * v:,} is too many to simulate (2·pp·m·v "
+                         f"operations, at most {MAX_OPERATIONS:,})")
     return p, m, v
 
 
 def order(pp, m, stage, *, v=1, kind="1f1b") -> list[tuple[str, int, int]]:
     """The operations one stage (device) runs, in its order: ("F" or "B", micro-batch, chunk).
 
-    >>> order(4, 4, 0)  # 3 warm-up forwards, then one forward one backward, then drain
-    [('F', 0, 0), ('F', 1, 0), ('F', 2, 0), ('F', 3, 0), ('B', 0, 0), ('B', 1, 0), ('B', 2, 0), ('B', 3, 0)]
-    >>> order(4, 4, 3)  # the last stage alternates from the start
-    [('F', 0, 0), ('B', 0, 0), ('F', 1, 0), ('B', 1, 0), ('F', 2, 0), ('B', 2, 0), ('F', 3, 0), ('B', 3, 0)]
+    >>> order(3, 3, 0)  # 2 warm-up forwards, then one forward one backward, then drain
+    [('F', 0, 0), ('F', 1, 0), ('F', 2, 0), ('B', 0, 0), ('B', 1, 0), ('B', 2, 0)]
+    >>> order(3, 3, 2)  # the last stage alternates from the start
+    [('F', 0, 0), ('B', 0, 0), ('F', 1, 0), ('B', 1, 0), ('F', 2, 0), ('B', 2, 0)]
     """
     p, m, v = _check_schedule_args(pp, m, v, kind)
     s = check_count("stage", stage, minimum=0)
     if np.ndim(s) or not 0 <= s < p:
         raise ValueError(f"stage={_brief(stage)} must be one of 0..{p - 1}")
-    s = int(s)
+    return _order(p, m, int(s), v, kind)
+
+
+def _order(p, m, s, v, kind):
     if kind == "gpipe":
         return [("F", i, 0) for i in range(m)] + [("B", i, 0) for i in range(m)]
     if v == 1:  # 1F1B (and "interleaved" with one chunk, which is 1F1B)
@@ -109,30 +143,32 @@ def schedule(pp, m, *, v=1, kind="1f1b", t_fwd=1.0, t_bwd=2.0, t_p2p=0.0) -> np.
     Simulated, not derived: each device runs :func:`order`'s operations one at a time, each as
     soon as the device is free and its inputs have arrived (``t_p2p`` after the operation it
     depends on ended on another device). ``t_fwd`` and ``t_bwd`` are one micro-batch's forward
-    and backward time through one device's layers (a chunk takes 1/v of it). Chunk c of device
-    s is virtual stage c·pp + s. Returns a numpy structured array (:data:`EVENT_DTYPE`) sorted
-    by start time, then stage.
+    and backward time through one device's layers (a chunk takes 1/v of it): one number, or one
+    per device for uneven stages (e.g. proportional to :func:`stage_costs`' FLOPs). Chunk c of
+    device s is virtual stage c·pp + s. Returns a numpy structured array (:data:`EVENT_DTYPE`)
+    sorted by start time, then stage.
 
     >>> ev = schedule(4, 4, kind="gpipe", t_fwd=1, t_bwd=2)
     >>> float(ev["end"].max())  # (m + p - 1)·(t_fwd + t_bwd)
     21.0
+    >>> slow_last = schedule(4, 4, t_fwd=[1, 1, 1, 1.5], t_bwd=[2, 2, 2, 3])
+    >>> float(slow_last["end"].max())  # the slowest stage sets the pace
+    27.0
     """
     p, m, v = _check_schedule_args(pp, m, v, kind)
-    tf = float(check_positive("t_fwd", t_fwd)) / v
-    tb = float(check_positive("t_bwd", t_bwd)) / v
-    tc = float(check_positive("t_p2p", t_p2p, allow_zero=True))
+    tf = _stage_times("t_fwd", t_fwd, p) / v
+    tb = _stage_times("t_bwd", t_bwd, p) / v
+    tc = float(_check_time("t_p2p", t_p2p, allow_zero=True))
     n_virtual = p * v
-    queues = [order(p, m, s, v=v, kind=kind) for s in range(p)]
+    queues = [_order(p, m, s, v, kind) for s in range(p)]
     pos = [0] * p
     free = [0.0] * p
     done: dict = {}  # (op, micro, virtual stage) -> (device, end)
     rows = []
-    remaining = sum(len(q) for q in queues)
-    while remaining:
-        progressed = False
-        for s in range(p):
-            if pos[s] == len(queues[s]):
-                continue
+    todo = list(range(p))  # devices whose next operation may have become ready
+    while todo:
+        s = todo.pop()
+        while pos[s] < len(queues[s]):
             op, i, c = queues[s][pos[s]]
             k = c * p + s
             deps = []
@@ -143,18 +179,22 @@ def schedule(pp, m, *, v=1, kind="1f1b", t_fwd=1.0, t_bwd=2.0, t_p2p=0.0) -> np.
                 if k < n_virtual - 1:
                     deps.append(("B", i, k + 1))
             if any(d not in done for d in deps):
-                continue
+                break  # woken again when the missing input is done
             ready = max([free[s]] + [done[d][1] + (tc if done[d][0] != s else 0.0)
                                      for d in deps])
-            end = ready + (tf if op == "F" else tb)
+            end = ready + (tf[s] if op == "F" else tb[s])
             rows.append((s, i, c, op, ready, end))
             done[(op, i, k)] = (s, end)
             free[s] = end
             pos[s] += 1
-            remaining -= 1
-            progressed = True
-        if not progressed:  # cannot happen for the orders above; guards a wrong order
-            raise ValueError(f"the {kind} order deadlocks for pp={p}, m={m}, v={v}")
+            # the devices that may wait on this: the next virtual stage's forward, the
+            # previous one's backward
+            if op == "F" and k < n_virtual - 1:
+                todo.append((k + 1) % p)
+            if op == "B" and k > 0:
+                todo.append((k - 1) % p)
+    if len(rows) != 2 * m * n_virtual:  # cannot happen for the orders above
+        raise ValueError(f"the {kind} order deadlocks for pp={p}, m={m}, v={v}")
     ev = np.array(rows, dtype=EVENT_DTYPE)
     return ev[np.lexsort((ev["stage"], ev["start"]))]
 
@@ -194,6 +234,9 @@ def in_flight(events) -> tuple[np.ndarray, np.ndarray]:
     p = int(ev["stage"].max()) + 1
     v = int(ev["chunk"].max()) + 1
     times = np.unique(np.concatenate([ev["start"], ev["end"]]))
+    if p * times.size > 4_000_000:
+        raise ValueError(f"{p} stages x {times.size:,} instants is too large a table; use "
+                         "peak_in_flight")
     held = np.zeros((p, times.size))
     for s in range(p):
         e = ev[ev["stage"] == s]
@@ -207,10 +250,19 @@ def in_flight(events) -> tuple[np.ndarray, np.ndarray]:
 def peak_in_flight(events) -> np.ndarray:
     """Per stage, the most micro-batches' activations it holds at once (a chunk counts 1/v).
 
-    >>> peak_in_flight(schedule(4, 8, kind="gpipe")).tolist(), peak_in_flight(schedule(4, 8)).tolist()
-    ([8.0, 8.0, 8.0, 8.0], [4.0, 3.0, 2.0, 1.0])
+    >>> peak_in_flight(schedule(4, 8, kind="gpipe")).tolist()
+    [8.0, 8.0, 8.0, 8.0]
+    >>> peak_in_flight(schedule(4, 8)).tolist()  # 1F1B: p - s on stage s
+    [4.0, 3.0, 2.0, 1.0]
     """
-    return in_flight(events)[1].max(axis=1)
+    ev = _check_events(events)
+    p = int(ev["stage"].max()) + 1
+    v = int(ev["chunk"].max()) + 1
+    e = ev[np.lexsort((ev["end"], ev["stage"]))]  # by stage, then in time order
+    delta = np.where(e["op"] == "F", 1.0, -1.0)
+    bounds = np.searchsorted(e["stage"], np.arange(p + 1))
+    # a stage runs one operation at a time: forwards ended minus backwards ended, at its peak
+    return np.array([np.max(np.cumsum(delta[a:b])) for a, b in zip(bounds[:-1], bounds[1:])]) / v
 
 
 # ---- uneven stages ----------------------------------------------------------------------------
@@ -225,8 +277,8 @@ def layer_split(L, pp, *, fewer_on_ends=0) -> list[int]:
     >>> layer_split(126, 16, fewer_on_ends=1)[:3], sum(layer_split(126, 16, fewer_on_ends=1))
     ([7, 8, 8], 126)
     """
-    L, p = int(check_count("L", L)), int(check_count("pp", pp))
-    f = check_count("fewer_on_ends", fewer_on_ends, minimum=0)
+    L, p = _one_count("L", L), _one_count("pp", pp)
+    f = _one_count("fewer_on_ends", fewer_on_ends, minimum=0)
     if p > L:
         raise ValueError(f"pp={p} stages exceed L={L} layers; choose pp <= {L}")
     if p == 1 or not f:
@@ -235,20 +287,21 @@ def layer_split(L, pp, *, fewer_on_ends=0) -> list[int]:
     if p == 2:
         raise ValueError("fewer_on_ends needs pp >= 3 (a middle stage to take the layers)")
     mid = p - 2
-    # the ends get e layers each, the middle the rest, e = fewer_on_ends below the middle's
-    for e in range(L, -1, -1):
-        rest = L - 2 * e
-        if rest >= mid * (e + f) and rest // mid >= e + f:
-            q, r = divmod(rest, mid)
-            return [e] + [q + (1 if j < r else 0) for j in range(mid)] + [e]
-    raise ValueError(f"L={L} layers cannot give the end stages {f} layer(s) fewer on pp={p}")
+    # the ends get e layers each and the middle stages at least e + f: the largest such e
+    e = int((L - mid * f) // (mid + 2))
+    if e < 1:
+        raise ValueError(f"L={L} layers cannot give the end stages {int(f)} layer(s) fewer than "
+                         f"the others on pp={p} stages")
+    q, r = divmod(L - 2 * e, mid)
+    return [e] + [q + (1 if j < r else 0) for j in range(mid)] + [e]
 
 
 def stage_costs(cfg, layers) -> dict:
     """Per stage: forward FLOPs per token and parameters, for a split ``layers`` (a list of
     layers per stage, e.g. :func:`layer_split`). The first stage also holds the embedding (a
     look-up: parameters, no FLOPs); the last the final norm and the output layer (2·D·V
-    FLOPs per token, V·D parameters). The step runs at the pace of the slowest stage.
+    FLOPs per token, V·D parameters). The step runs at the pace of the slowest stage: times
+    proportional to ``flops`` as :func:`schedule`'s per-stage ``t_fwd`` give its timeline.
 
     >>> c = models.get("llama3-405b")
     >>> even = stage_costs(c, layer_split(126, 16))["params"]  # [8] * 14 + [7, 7]
@@ -262,6 +315,10 @@ def stage_costs(cfg, layers) -> dict:
     if c.is_moe or c.mla is not None:
         raise ValueError(f"{c.name or 'cfg'} is an MoE or MLA model; stage_costs covers dense "
                          "layers with standard attention only")
+    if isinstance(layers, (str, bytes)) or not isinstance(layers, (list, tuple, np.ndarray)) \
+            or np.ndim(layers) != 1 or not len(layers):
+        raise ValueError(f"layers={_brief(layers)} must be a list of layers per stage, e.g. "
+                         "layer_split(L, pp)")
     layers = [int(check_count("layers", n, minimum=0)) for n in layers]
     if sum(layers) != c.L:
         raise ValueError(f"layers={layers} add up to {sum(layers)}, not L={c.L}")
@@ -279,7 +336,9 @@ def stage_costs(cfg, layers) -> dict:
 def activation_bytes(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> float:
     """Bytes one device sends across a stage boundary for one micro-batch: a·b·(T/cp)·D, and
     /tp with sequence parallelism (the activations are split over the tp ranks; without it
-    every tp rank holds, and sends, the whole)."""
+    every tp rank holds, and here sends, the whole; Megatron-LM can instead send 1/tp each and
+    all-gather after the boundary)."""
+    check_step_args(plan, B, T)
     c = models.get(cfg)
     m = plan.n_microbatches(B)
     b = B // (plan.dp * m)
@@ -341,11 +400,12 @@ def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
         out.append(f"L={c.L} layers do not split into pp·v = {p * v} chunks of equal size; "
                    f"choose virtual_stages in {ok}")
     per_step = plan.dp * plan.micro_batch
-    if B % per_step == 0 and plan.schedule == "interleaved" and p > 1:
+    if B % per_step == 0 and v > 1 and p > 1:
         m = B // per_step
         if m % p:
-            out.append(f"m={m} micro-batches must be a multiple of pp={p} for the interleaved "
-                       "schedule (Megatron-LM takes them in groups of pp)")
+            out.append(f"m={m} micro-batches must be a multiple of pp={p} with "
+                       f"virtual_stages={v} (Megatron-LM's interleaved order takes them in "
+                       "groups of pp)")
     return out
 
 
@@ -364,9 +424,11 @@ def min_microbatches(pp, utilisation, *, v=1) -> int:
     >>> min_microbatches(8, 0.9)  # m/(m+7) >= 0.9
     63
     """
-    p = int(check_count("pp", pp))
-    u = float(check_positive("utilisation", utilisation))
-    v = int(check_count("v", v))
+    p, v = _one_count("pp", pp), _one_count("v", v)
+    u = check_positive("utilisation", utilisation)
+    if np.ndim(u):
+        raise ValueError(f"utilisation={_brief(utilisation)} must be one number, not an array")
+    u = float(u)
     if not u < 1:
         raise ValueError(f"utilisation={u} must be below 1 (a pipeline with p > 1 has a bubble)")
     if p == 1:

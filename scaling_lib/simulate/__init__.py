@@ -10,8 +10,8 @@ transformer on as many devices as a :class:`~scaling_lib.parallelism.ParallelPla
 Modules: ``devices`` (asking for devices, meshes, the notation), ``hlo`` (reading compiled
 programs), ``model`` (the reference transformer, written once for every plan), one module per
 strategy mirroring :mod:`scaling_lib.parallelism` (``data``, ``fsdp``, ``tensor``,
-``context``, ``moe`` for expert parallelism) and ``step``
-(the training step that puts them together).
+``context``, ``pipeline``, ``moe`` for expert parallelism) and ``step`` (the training step
+that puts them together) and ``decode`` (one tensor-parallel decode step with its KV cache).
 
 JAX is an optional dependency: importing this module never imports jax; the functions that need
 it import it when called (``pip install "scaling_lib[jax]"``).
@@ -43,9 +43,11 @@ from .hlo import (
     parse_hlo_collectives,
     parse_replica_groups,
 )
+from .decode import DecodeResult, decode_step
 from .step import StepResult, train_step
 
-__all__ = ["COLLECTIVE_OPCODES", "CPU_PROMOTED", "HLO_TYPE_BYTES", "Collective", "StepResult",
+__all__ = ["COLLECTIVE_OPCODES", "CPU_PROMOTED", "HLO_TYPE_BYTES", "Collective", "DecodeResult",
+           "StepResult", "decode_step",
            "collectives_in", "compiled_text", "cpu_collective_dtype", "emitted_totals",
            "full_array_bytes", "hlo_shape_bytes",
            "hlo_type", "make_mesh", "notation", "parse_hlo_collectives", "parse_replica_groups",

@@ -1,9 +1,12 @@
-"""Pipeline parallelism inside :func:`~scaling_lib.simulate.train_step`: GPipe and 1F1B.
+"""Pipeline parallelism inside :func:`~scaling_lib.simulate.train_step`: GPipe, 1F1B and
+interleaved 1F1B.
 
 The devices form a mesh ("dp", "pp", "tp") (axes of size 1 left out). Stage s holds layers
-s·L/p ... (s+1)·L/p - 1: the per-layer weights are stacked into [L, ...] arrays split over "pp".
+s·L/p ... (s+1)·L/p - 1 (with v virtual stages, v chunks of L/(p·v) layers: see
+:func:`placement`): the per-layer weights are stacked into [L, ...] arrays split over "pp".
 Activations go forward and their gradients backward with ``lax.ppermute`` along the stage chain
-(a collective-permute in the compiled program).
+(a ring with v > 1: the last device feeds device 0's next chunk), a collective-permute in the
+compiled program.
 
 Every device runs the same program (SPMD), so the program is written in *ticks*: in each tick
 every stage runs its stage function on whatever it holds, and a table says which micro-batch
@@ -25,6 +28,8 @@ micro-batches' stage inputs (buffers of p slots, indexed by micro-batch mod p); 
 a stage rebuilds its forward from the saved input with ``jax.vjp`` (the stage's activations
 are recomputed, as with full recomputation). A ppermute is emitted only in the ticks in which
 some stage sends, so with p = 2 the program sends exactly m activations and m gradients.
+``interleaved``: the same hand-written program over v chunks per device, in Megatron-LM's
+order, its buffers indexed by (chunk, micro-batch).
 """
 
 from __future__ import annotations
@@ -47,10 +52,13 @@ def unsupported(cfg, plan) -> list[str]:
     bad = []
     if plan.pp == 1:
         return bad
-    if plan.schedule not in ("gpipe", "1f1b"):
-        bad.append(f"schedule={plan.schedule!r} with pp > 1 (gpipe and 1f1b are simulated)")
+    if plan.virtual_stages > 1 and cfg.L % (plan.pp * plan.virtual_stages):
+        bad.append(f"L={cfg.L} layers not divisible by pp·virtual_stages = "
+                   f"{plan.pp * plan.virtual_stages}")
     if plan.zero:
         bad.append(f"zero={plan.zero} with pp > 1")
+    if plan.cp > 1:
+        bad.append(f"cp={plan.cp} with pp > 1")
     if plan.sequence_parallel:
         bad.append("sequence_parallel with pp > 1")
     if cfg.L % plan.pp:
@@ -63,37 +71,54 @@ def _axes(plan):
     return {k: v for k, v in sizes.items() if v > 1}
 
 
-def _tables(p, m, kind):
-    """Per tick and stage: (op 0 idle / 1 F / 2 B, micro-batch), and for each tick whether a
-    forward / backward send happens and which micro-batch each stage receives."""
-    ev = _pipeline.schedule(p, m, kind=kind, t_fwd=1.0, t_bwd=1.0)
-    n = int(ev["end"].max())
-    op = np.zeros((n, p), np.int32)
-    mb = np.zeros((n, p), np.int32)
-    for e in ev:
-        t, s = int(e["start"]), int(e["stage"])
-        op[t, s] = 1 if e["op"] == "F" else 2
-        mb[t, s] = int(e["micro"])
-    # stage s + 1 receives forward at tick t when stage s ran F at t (s < p - 1)
-    recv_f = np.zeros((n, p), bool)
-    recv_b = np.zeros((n, p), bool)
-    recv_f[:, 1:] = op[:, :-1] == 1
-    recv_b[:, :-1] = op[:, 1:] == 2
-    mb_f = np.zeros((n, p), np.int32)
-    mb_b = np.zeros((n, p), np.int32)
-    mb_f[:, 1:] = mb[:, :-1]
-    mb_b[:, :-1] = mb[:, 1:]
-    return op, mb, recv_f, mb_f, recv_b, mb_b
+class _Tables:
+    """The hand-written schedule's static tables, from ``parallelism.pipeline.schedule`` with
+    unit times (one tick per operation; a chunk's operation with v chunks takes one tick too).
+
+    Per tick t and device s: ``op`` (0 idle, 1 forward, 2 backward), ``chunk`` and ``slot``
+    (where the operation's micro-batch lives in the device's buffers: micro-batch mod p for
+    1F1B, which never holds more than p; chunk·m + micro-batch when interleaved);
+    ``recv_f``/``recv_b`` whether s receives an activation / a gradient at the end of tick t,
+    and ``slot_f``/``slot_b`` where it goes. Virtual stage k = chunk·p + device.
+    """
+
+    def __init__(self, p, m, v, kind):
+        ev = _pipeline.schedule(p, m, v=v, kind=kind, t_fwd=float(v), t_bwd=float(v))
+        n = int(round(ev["end"].max()))
+        self.n, self.p, self.m, self.v = n, p, m, v
+        shape = (n, p)
+        self.op, self.mb, self.chunk, self.slot = (np.zeros(shape, np.int32) for _ in range(4))
+        self.recv_f, self.recv_b = np.zeros(shape, bool), np.zeros(shape, bool)
+        self.slot_f, self.slot_b = np.zeros(shape, np.int32), np.zeros(shape, np.int32)
+        self.size = p if v == 1 else v * m
+        for e in ev:
+            t, d, c, i = int(round(e["start"])), int(e["stage"]), int(e["chunk"]), int(e["micro"])
+            k = c * p + d
+            self.op[t, d] = 1 if e["op"] == "F" else 2
+            self.mb[t, d], self.chunk[t, d], self.slot[t, d] = i, c, self._slot(c, i)
+            if e["op"] == "F" and k < p * v - 1:  # the next virtual stage receives it
+                r, rc = (k + 1) % p, (k + 1) // p
+                self.recv_f[t, r], self.slot_f[t, r] = True, self._slot(rc, i)
+            if e["op"] == "B" and k > 0:  # the previous virtual stage receives the gradient
+                r, rc = (k - 1) % p, (k - 1) // p
+                self.recv_b[t, r], self.slot_b[t, r] = True, self._slot(rc, i)
+
+    def _slot(self, c, i):
+        return i % self.p if self.v == 1 else c * self.m + i
 
 
-def send_ticks(p, m, kind) -> tuple[int, int]:
+def _tables(p, m, kind, v=1):
+    return _Tables(p, m, v, kind)
+
+
+def send_ticks(p, m, kind, v=1) -> tuple[int, int]:
     """Ticks of the SPMD program with a forward / backward ppermute: m + p - 2 each for GPipe
-    (every tick but the last sends, bubble ticks included); for 1F1B the ticks in which some
-    stage sends (m each when p = 2)."""
+    (every tick but the last sends, bubble ticks included); for 1F1B and interleaved, the ticks
+    in which some stage sends (m each for 1F1B when p = 2)."""
     if kind == "gpipe":
         return m + p - 2, m + p - 2
-    _, _, recv_f, _, recv_b, _ = _tables(p, m, kind)
-    return int(recv_f.any(axis=1).sum()), int(recv_b.any(axis=1).sum())
+    tab = _tables(p, m, kind, v)
+    return int(tab.recv_f.any(axis=1).sum()), int(tab.recv_b.any(axis=1).sum())
 
 
 def as_spmd_compiles(comms, cfg, plan, B, T, *, dtype="f32"):
@@ -112,8 +137,8 @@ def as_spmd_compiles(comms, cfg, plan, B, T, *, dtype="f32"):
     """
     from ..parallelism.comms import Comm, element_bytes
 
-    p, m = plan.pp, plan.n_microbatches(B)
-    fwd_sends, bwd_sends = send_ticks(p, m, plan.schedule)
+    p, m, v = plan.pp, plan.n_microbatches(B), plan.virtual_stages
+    fwd_sends, bwd_sends = send_ticks(p, m, plan.schedule, v)
     out = []
     for c in comms:
         if c.axis == "pp":
@@ -127,13 +152,14 @@ def as_spmd_compiles(comms, cfg, plan, B, T, *, dtype="f32"):
     if plan.tp > 1:
         b = B // (plan.dp * m)
         act, loss = a * b * T * cfg.D, 4.0 * b * T
-        l2 = 2 * (cfg.L // p)
+        l2 = 2 * (cfg.L // p)  # per device; a chunk's is l2 / v
         if plan.schedule == "gpipe":
             fwd, bwd, n_loss = l2 * (p - 1), l2 * (p - 1) + m, 3 * m
         else:
-            n = int(_pipeline.makespan(_pipeline.schedule(p, m, t_fwd=1.0, t_bwd=1.0)))
-            fwd = l2 * fwd_sends + l2 * n - l2 * m
-            bwd = l2 * n + n - l2 * m
+            n = _tables(p, m, plan.schedule, v).n
+            lc = l2 // v
+            fwd = lc * fwd_sends + lc * n - l2 * m
+            bwd = lc * n + n - l2 * m
             n_loss = 3 * n
         out += [Comm("all-reduce", "tp", plan.tp, act, fwd, "forward", False),
                 Comm("all-reduce", "tp", plan.tp, act, bwd, "backward", False),
@@ -156,8 +182,13 @@ def build(cfg, plan, B, T, dtype, step_mod):
     tp = "tp" if "tp" in sizes else None
     ops = step_mod.Ops(jax, cfg, plan, {"tp": tp} if tp else {})
     lay = _model.layout(cfg)
+    v = plan.virtual_stages
+    Lc = cfg.L // (p * v)  # layers per chunk
     fwd_chain = [(s, s + 1) for s in range(p - 1)]
     bwd_chain = [(s + 1, s) for s in range(p - 1)]
+    # with chunks, the last device hands chunk c's output to device 0's chunk c + 1: a ring
+    fwd_perm = fwd_chain if v == 1 else [(s, (s + 1) % p) for s in range(p)]
+    bwd_perm = bwd_chain if v == 1 else [((s + 1) % p, s) for s in range(p)]
     dp_axes = ("dp",) if "dp" in sizes else ()
     kind = plan.schedule
 
@@ -171,6 +202,16 @@ def build(cfg, plan, B, T, dtype, step_mod):
     def stage_fn(w, x):
         for j in range(Lp):
             x = _model.layer(jax, jnp, ops, cfg, x, {k: w[k][j] for k in _model.LAYER_PARAMS})
+        return x
+
+    def chunk_fn(w, x, c):
+        """Chunk c (0 with v = 1) of this device's layers: its local rows c·Lc ... ."""
+        if v == 1:
+            return stage_fn(w, x)
+        for j in range(Lc):
+            x = _model.layer(jax, jnp, ops, cfg, x,
+                             {k: lax.dynamic_index_in_dim(w[k], c * Lc + j, keepdims=False)
+                              for k in _model.LAYER_PARAMS})
         return x
 
     def head_loss(norm, unembed, x, tgt):
@@ -225,55 +266,55 @@ def build(cfg, plan, B, T, dtype, step_mod):
         return loss, (g_stack, g_ends)
 
     def _one_f_one_b(stack, ends, tok, tgt, s, is_first, is_last, b, scale):
-        op, mb, recv_f, mb_f, recv_b, mb_b = (jnp.asarray(a) for a in _tables(p, m, kind))
+        tab = _tables(p, m, kind, v)
+        op, mb, chunk, slot_of, recv_f, slot_f, recv_b, slot_b = (
+            jnp.asarray(getattr(tab, a)) for a in ("op", "mb", "chunk", "slot", "recv_f",
+                                                    "slot_f", "recv_b", "slot_b"))
         emb, embed_vjp = jax.vjp(
             lambda table: ops.embed(table, tok.reshape(m * b, T)).reshape(m, b, T, cfg.D),
             ends["embed"])
         zero_act = jnp.zeros_like(emb[0])
-        xin = jnp.zeros((p,) + zero_act.shape, zero_act.dtype)   # saved stage inputs
-        inbox_f = jnp.zeros_like(xin)                             # activations received
-        inbox_b = jnp.zeros_like(xin)                             # gradients received
-        g_emb = jnp.zeros_like(emb)                               # d loss / d embeddings
+        xin = jnp.zeros((tab.size,) + zero_act.shape, zero_act.dtype)  # saved chunk inputs
+        inbox_f = jnp.zeros_like(xin)                                  # activations received
+        inbox_b = jnp.zeros_like(xin)                                  # gradients received
+        g_emb = jnp.zeros_like(emb)                                    # d loss / d embeddings
         g_stack = jax.tree.map(jnp.zeros_like, stack)
         g_norm = jnp.zeros_like(ends["final_norm"])
         g_unembed = jnp.zeros_like(ends["unembed"])
         loss = jnp.zeros((), jnp.float32)
 
-        def last_stage(w, norm, unembed, x, t_mb):
-            y = stage_fn(w, x)
+        def chunk_and_head(w, norm, unembed, x, t_mb, c):
+            y = chunk_fn(w, x, c)
             return y, head_loss(norm, unembed, y, t_mb)
 
-        n = int(op.shape[0])
-        _, _, recv_f_np, _, recv_b_np, _ = _tables(p, m, kind)
-        for t in range(n):
-            o, i = op[t, s], mb[t, s]
-            slot = i % p
-            # forward: the stage input is the embedding (stage 0) or what arrived
-            x = jnp.where(is_first, emb[i], inbox_f[slot])
-            y = stage_fn(stack, x)
+        for t in range(tab.n):
+            o, i, c, slot = op[t, s], mb[t, s], chunk[t, s], slot_of[t, s]
+            first = is_first & (c == 0)          # virtual stage 0: its input is the embedding
+            last = is_last & (c == v - 1)        # the last virtual stage: the loss follows
+            # forward: the chunk's input is the embedding or what arrived
+            x = jnp.where(first, emb[i], inbox_f[slot])
+            y = chunk_fn(stack, x, c)
             is_f = o == 1
             xin = jnp.where(is_f, xin.at[slot].set(x), xin)
-            # backward: rebuild the stage from its saved input, then its vjp
-            (_, lval), vjp = jax.vjp(last_stage, stack, ends["final_norm"], ends["unembed"],
-                                     xin[slot], tgt[i])
+            # backward: rebuild the chunk from its saved input, then its vjp
+            (_, lval), vjp = jax.vjp(lambda w, n_, u_, x_: chunk_and_head(w, n_, u_, x_, tgt[i], c),
+                                     stack, ends["final_norm"], ends["unembed"], xin[slot])
             is_b = o == 2
-            g_y = jnp.where(is_last, jnp.zeros_like(zero_act), inbox_b[slot])
-            g_l = jnp.where(is_last, scale, 0.0) * jnp.ones_like(lval)
-            gw, gn, gu, gx, _ = vjp((g_y, g_l))
+            g_y = jnp.where(last, jnp.zeros_like(zero_act), inbox_b[slot])
+            g_l = jnp.where(last, scale, 0.0) * jnp.ones_like(lval)
+            gw, gn, gu, gx = vjp((g_y, g_l))
             keep = lambda acc, g: acc + jnp.where(is_b, g, jnp.zeros_like(g))  # noqa: E731
             g_stack = jax.tree.map(keep, g_stack, gw)
             g_norm, g_unembed = keep(g_norm, gn), keep(g_unembed, gu)
-            loss = loss + jnp.where(is_b & is_last, lval * scale, 0.0)
-            g_emb = jnp.where(is_b & is_first, g_emb.at[i].set(gx), g_emb)
-            # the sends of this tick (only when some stage sends)
-            if recv_f_np[t].any():
-                got = lax.ppermute(y, "pp", fwd_chain)
-                r = mb_f[t, s] % p
-                inbox_f = jnp.where(recv_f[t, s], inbox_f.at[r].set(got), inbox_f)
-            if recv_b_np[t].any():
-                got = lax.ppermute(gx, "pp", bwd_chain)
-                r = mb_b[t, s] % p
-                inbox_b = jnp.where(recv_b[t, s], inbox_b.at[r].set(got), inbox_b)
+            loss = loss + jnp.where(is_b & last, lval * scale, 0.0)
+            g_emb = jnp.where(is_b & first, g_emb.at[i].set(gx), g_emb)
+            # the sends of this tick (only in ticks where some device sends)
+            if tab.recv_f[t].any():
+                got = lax.ppermute(y, "pp", fwd_perm)
+                inbox_f = jnp.where(recv_f[t, s], inbox_f.at[slot_f[t, s]].set(got), inbox_f)
+            if tab.recv_b[t].any():
+                got = lax.ppermute(gx, "pp", bwd_perm)
+                inbox_b = jnp.where(recv_b[t, s], inbox_b.at[slot_b[t, s]].set(got), inbox_b)
         (g_table,) = embed_vjp(g_emb)
         g_ends = {"embed": g_table, "final_norm": g_norm, "unembed": g_unembed}
         return loss, (g_stack, g_ends)
@@ -314,19 +355,38 @@ class _StepModule:
         self._update = step_mod._update
 
 
-def stack(params, cfg):
-    """{name: [L, ...]} of the per-layer weights, and the ends, from train_step's flat dict."""
-    layers = {k: np.stack([params[f"layers.{i}.{k}"] for i in range(cfg.L)])
+def placement(L, p, v=1) -> list[int]:
+    """The layer in each row of the stacked weights: device s holds rows s·L/p ... as v
+    chunks of L/(p·v) layers, chunk c of device s being virtual stage c·p + s.
+
+    >>> placement(8, 2, 2)  # device 0: layers 0-1 and 4-5; device 1: 2-3 and 6-7
+    [0, 1, 4, 5, 2, 3, 6, 7]
+    """
+    per_dev, per_chunk = L // p, L // (p * v)
+    out = []
+    for g in range(L):
+        s, r = divmod(g, per_dev)
+        c, j = divmod(r, per_chunk)
+        out.append((c * p + s) * per_chunk + j)
+    return out
+
+
+def stack(params, cfg, p=1, v=1):
+    """{name: [L, ...]} of the per-layer weights (rows in :func:`placement` order), and the
+    ends, from train_step's flat dict."""
+    rows = placement(cfg.L, p, v)
+    layers = {k: np.stack([params[f"layers.{i}.{k}"] for i in rows])
               for k in _model.LAYER_PARAMS}
     return layers, {k: params[k] for k in ENDS}
 
 
-def unstack(layers, ends, cfg, p):
+def unstack(layers, ends, cfg, p, v=1):
     """train_step's flat dict from stacked layers and per-stage copies of the ends (the copy
     of the stage that owns each: the embedding's on stage 0, the output layer's on the last)."""
     out = {"embed": ends["embed"][OWNER["embed"]]}
+    where = {layer: g for g, layer in enumerate(placement(cfg.L, p, v))}
     for i in range(cfg.L):
-        out.update({f"layers.{i}.{k}": layers[k][i] for k in _model.LAYER_PARAMS})
+        out.update({f"layers.{i}.{k}": layers[k][where[i]] for k in _model.LAYER_PARAMS})
     out["final_norm"] = ends["final_norm"][OWNER["final_norm"]]
     out["unembed"] = ends["unembed"][OWNER["unembed"]]
     return out
@@ -341,7 +401,7 @@ def train_step(cfg, plan, B, T, seed, dtype, optimizer, result_cls):
     dt = step_mod.DTYPES[dtype]
     params = {k: np.asarray(jax.numpy.asarray(v, dt)) for k, v in
               _model.init_params(cfg, seed).items()}
-    layers, ends = stack(params, cfg)
+    layers, ends = stack(params, cfg, plan.pp, plan.virtual_stages)
     tokens, targets = _model.batch(cfg, B, T, seed)
     ins = compiled.input_shardings[0]
     args = [jax.device_put(a, sh) for a, sh in zip((layers, ends, tokens, targets), ins)]
@@ -351,7 +411,7 @@ def train_step(cfg, plan, B, T, seed, dtype, optimizer, result_cls):
         return {k: np.asarray(v, dtype=np.float64) for k, v in tree.items()}
 
     def flat(pair):
-        return unstack(host(pair[0]), host(pair[1]), cfg, plan.pp)
+        return unstack(host(pair[0]), host(pair[1]), cfg, plan.pp, plan.virtual_stages)
 
     return result_cls(loss=float(np.sum(np.asarray(loss, np.float64))),
                       params={k: np.asarray(v, np.float64) for k, v in params.items()},

@@ -63,8 +63,6 @@ def check_supported(cfg, plan: ParallelPlan, B: int, T: int, dtype: str, optimiz
     bad = []
     if plan.cp > 1 and (plan.zero or plan.shard_group is not None):
         bad.append(f"cp={plan.cp} with zero={plan.zero}")
-    if plan.cp > 1 and plan.pp > 1:
-        bad.append(f"cp={plan.cp} with pp={plan.pp}")
     if cfg.is_moe and (plan.cp > 1 or plan.pp > 1):
         bad.append(f"cp={plan.cp}, pp={plan.pp} with an MoE model (cfg.E={cfg.E})")
     bad += _pipeline.unsupported(cfg, plan)
@@ -83,8 +81,9 @@ def check_supported(cfg, plan: ParallelPlan, B: int, T: int, dtype: str, optimiz
     if bad:
         raise ValueError(f"train_step does not simulate {', '.join(bad)}; it runs dp, tp, "
                          "zero 0-3, shard_group, sequence_parallel, cp (with zero=0) and pp "
-                         "(gpipe, 1f1b) for dense models, and ep (MoE models) on up to 8 "
-                         "devices, for an RMSNorm/SwiGLU model without biases or tied embeddings")
+                         "(gpipe, 1f1b, interleaved) for dense models, and ep (MoE models) on "
+                         "up to 8 devices, for an RMSNorm/SwiGLU model without biases or tied "
+                         "embeddings")
     if dtype not in DTYPES:
         raise ValueError(f"dtype={dtype!r}; valid choices: {', '.join(DTYPES)}")
     if optimizer not in OPTIMIZERS:

@@ -1,0 +1,222 @@
+"""``python -m scaling_lib serve``: latency, throughput, memory and cost of serving a model.
+
+    python -m scaling_lib serve --model llama3-70b --gpu h100 --gpus 8 --batch 64 \\
+        --prompt-len 1024 --gen-len 256 [--dtype bf16] [--kv-dtype fp8] \\
+        [--price-per-gpu-hour 2.5] [--json] [--pareto]
+
+A custom model instead of ``--model``: ``--layers L --hidden D --heads N`` and optionally
+``--ffn F`` (default 4·D), ``--kv-heads K`` (default N), ``--head-dim H`` (default D/N),
+``--vocab V`` (default 32000), ``--glu/--no-glu`` (default --glu) and ``--tied-embeddings``.
+The figures come from :func:`scaling_lib.serving.estimate` (tensor parallelism over all the
+devices); ``--pareto`` adds the latency-throughput front over batches 1..4096
+(:func:`scaling_lib.serving.pareto_mask`).
+
+Registered in :data:`scaling_lib.cli.SUBCOMMANDS` by :func:`add_serve`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
+CUSTOM = ("layers", "hidden", "heads", "ffn", "kv_heads", "head_dim", "vocab")
+PARETO_BATCHES = 2 ** np.arange(13)  # 1 .. 4096
+
+
+def _int(flag: str):
+    def parse(text: str) -> int:
+        try:
+            x = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} must be a whole number, got {text!r}")
+        if x < 1:
+            raise argparse.ArgumentTypeError(f"{flag} must be at least 1, got {text!r}")
+        return x
+    return parse
+
+
+def _price(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--price-per-gpu-hour must be a number of dollars, "
+                                         f"got {text!r}")
+    if not 0 < x < float("inf"):
+        raise argparse.ArgumentTypeError(f"--price-per-gpu-hour must be a positive number of "
+                                         f"dollars, got {text!r}")
+    return x
+
+
+def add_serve(sub) -> None:
+    """Register the ``serve`` subcommand on an argparse subparsers object."""
+    s = sub.add_parser("serve", help="latency, throughput, memory and cost of serving a model",
+                       description=__doc__.split("\n\n")[2].replace("\n", " "))
+    s.add_argument("--model", help="a preset (see scaling_lib.models.names()); or give the "
+                   "custom shape flags below")
+    s.add_argument("--layers", type=_int("--layers"), help="custom model: L layers")
+    s.add_argument("--hidden", type=_int("--hidden"), help="custom model: D (d_model)")
+    s.add_argument("--heads", type=_int("--heads"), help="custom model: N query heads")
+    s.add_argument("--ffn", type=_int("--ffn"), help="custom model: F (default 4·D)")
+    s.add_argument("--kv-heads", type=_int("--kv-heads"), help="custom model: K (default N)")
+    s.add_argument("--head-dim", type=_int("--head-dim"),
+                   help="custom model: H (default D/N)")
+    s.add_argument("--vocab", type=_int("--vocab"), help="custom model: V (default 32000)")
+    s.add_argument("--glu", action=argparse.BooleanOptionalAction, default=None,
+                   help="custom model: gated MLP, three matrices (default: --glu)")
+    s.add_argument("--tied-embeddings", action="store_true", default=None,
+                   help="custom model: the output layer shares the embedding table")
+    s.add_argument("--gpu", required=True, help="accelerator name, e.g. h100, tpu-v5e")
+    s.add_argument("--gpus", type=_int("--gpus"), required=True,
+                   help="devices the model is tensor-parallel over")
+    s.add_argument("--batch", type=_int("--batch"), required=True,
+                   help="sequences decoded together")
+    s.add_argument("--prompt-len", type=_int("--prompt-len"), required=True,
+                   help="prompt tokens per sequence")
+    s.add_argument("--gen-len", type=_int("--gen-len"), required=True,
+                   help="generated tokens per sequence")
+    s.add_argument("--dtype", default="bf16", help=f"weights: one of {', '.join(DTYPES)}")
+    s.add_argument("--kv-dtype", help="KV cache (default: --dtype)")
+    s.add_argument("--price-per-gpu-hour", type=_price, help="dollars per device-hour")
+    s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.add_argument("--pareto", action="store_true",
+                   help="also give the latency-throughput front over batches 1..4096")
+    s.set_defaults(run=run)
+
+
+def _usage(msg: str):
+    from .cli import UsageError
+    return UsageError(f"serve: {msg}")
+
+
+def _model(args):
+    from . import models
+
+    custom = {k: getattr(args, k) for k in CUSTOM}
+    flags = dict(custom, glu=args.glu, tied_embeddings=args.tied_embeddings)
+    given = [k for k, v in flags.items() if v is not None]
+    if args.model is not None:
+        if given:
+            raise _usage(f"give --model or the custom shape flags, not both (got --model and "
+                         f"--{given[0].replace('_', '-')})")
+        if args.model not in models.names():
+            raise _usage(f"--model {args.model!r} is not a preset; choose one of "
+                         f"{', '.join(models.names())}, or give --layers --hidden --heads")
+        return models.get(args.model)
+    missing = [k for k in ("layers", "hidden", "heads") if custom[k] is None]
+    if missing:
+        raise _usage("give --model NAME, or a custom shape with --layers, --hidden and --heads "
+                     f"(missing: {', '.join('--' + m for m in missing)}); presets: "
+                     f"{', '.join(models.names())}")
+    D, N = custom["hidden"], custom["heads"]
+    if D % N and custom["head_dim"] is None:
+        raise _usage(f"--hidden {D} must be divisible by --heads {N} (head dimension D/N), or "
+                     "give --head-dim")
+    K = custom["kv_heads"] or N
+    if N % K:
+        raise _usage(f"--kv-heads {K} must divide --heads {N}; choose one of "
+                     f"{', '.join(str(d) for d in range(1, N + 1) if N % d == 0)}")
+    return models.TransformerConfig(
+        L=custom["layers"], D=D, F=custom["ffn"] or 4 * D, N=N, K=K, H=custom["head_dim"] or D // N,
+        V=custom["vocab"] or 32000, glu=True if args.glu is None else args.glu,
+        tied_embeddings=bool(args.tied_embeddings), name="custom")
+
+
+def _check_dtype(flag, value):
+    if value is not None and value not in DTYPES:
+        raise _usage(f"{flag} {value!r} is not a supported precision; choose one of "
+                     f"{', '.join(DTYPES)}")
+
+
+def compute(args) -> dict:
+    """The figures ``serve`` prints, as a JSON-ready dict (SI units)."""
+    from . import hardware, serving
+
+    cfg = _model(args)
+    if args.gpu not in hardware.names():
+        raise _usage(f"--gpu {args.gpu!r} is not a known accelerator; choose one of "
+                     f"{', '.join(hardware.names())}")
+    _check_dtype("--dtype", args.dtype)
+    _check_dtype("--kv-dtype", args.kv_dtype)
+    kw = dict(prompt_len=args.prompt_len, gen_len=args.gen_len, dtype=args.dtype,
+              kv_dtype=args.kv_dtype, price_per_device_hour=args.price_per_gpu_hour)
+    e = serving.estimate(cfg, args.gpu, args.gpus, batch=args.batch, **kw)
+    out = {
+        "model": cfg.name or "custom", "accelerator": args.gpu, "n_devices": args.gpus,
+        "batch": args.batch, "prompt_len": args.prompt_len, "gen_len": args.gen_len,
+        "dtype": args.dtype, "kv_dtype": args.kv_dtype or args.dtype,
+        "ttft_s": float(e.ttft), "tpot_s": float(e.tpot),
+        "tokens_per_s": float(e.tokens_per_s),
+        "tokens_per_s_per_device": float(e.tokens_per_s_per_device),
+        "decode_tokens_per_s": float(e.decode_tokens_per_s),
+        "memory_per_device_bytes": {k: float(v) for k, v in e.memory.items()},
+        "memory_total_per_device_bytes": float(e.memory.total),
+        "hbm_per_device_bytes": float(hardware.get(args.gpu).hbm_bytes),
+        "fits": bool(e.fits),
+        "cost_per_million_tokens": (None if e.cost_per_million_tokens is None
+                                    else float(e.cost_per_million_tokens)),
+        "prefill_bound": e.prefill_bound, "decode_bound": e.decode_bound,
+        "min_devices": serving.min_devices(cfg, args.gpu, dtype=args.dtype),
+    }
+    if args.pareto:
+        f = serving.estimate(cfg, args.gpu, args.gpus, batch=PARETO_BATCHES, **kw)
+        keep = np.asarray(f.fits) & serving.pareto_mask(f.tpot, f.tokens_per_s)
+        out["pareto"] = [{"batch": int(b), "tpot_s": float(t), "tokens_per_s": float(r),
+                          "cost_per_million_tokens": None if c is None else float(c)}
+                         for b, t, r, c in zip(
+                             PARETO_BATCHES[keep], np.asarray(f.tpot)[keep],
+                             np.asarray(f.tokens_per_s)[keep],
+                             [None] * int(keep.sum()) if f.cost_per_million_tokens is None
+                             else np.asarray(f.cost_per_million_tokens)[keep])]
+    return out
+
+
+def _rate(x: float) -> str:
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def table(r: dict) -> str:
+    """The readable report of :func:`compute`'s dict."""
+    from .units import fmt_bytes, fmt_seconds
+
+    mem = r["memory_per_device_bytes"]
+    rows = [
+        ("model", f"{r['model']} ({r['dtype']} weights, {r['kv_dtype']} KV cache)"),
+        ("hardware", f"{r['n_devices']} x {r['accelerator']} (tensor parallel; at least "
+                     f"{r['min_devices']} to hold the weights)"),
+        ("requests", f"batch {r['batch']}, {r['prompt_len']} prompt + {r['gen_len']} "
+                     "generated tokens each"),
+        ("time to first token", f"{fmt_seconds(r['ttft_s'])} ({r['prefill_bound']}-bound)"),
+        ("time per output token", f"{fmt_seconds(r['tpot_s'])} ({r['decode_bound']}-bound)"),
+        ("throughput", f"{_rate(r['tokens_per_s'])} output tokens/s "
+                       f"({_rate(r['tokens_per_s_per_device'])} per device; decode alone "
+                       f"{_rate(r['decode_tokens_per_s'])})"),
+        ("memory per device", f"{fmt_bytes(r['memory_total_per_device_bytes'])} of "
+                              f"{fmt_bytes(r['hbm_per_device_bytes'])}: "
+                              + ", ".join(f"{k} {fmt_bytes(v)}" for k, v in mem.items())
+                              + ("" if r["fits"] else "  DOES NOT FIT")),
+        ("cost", "give --price-per-gpu-hour" if r["cost_per_million_tokens"] is None
+         else f"${r['cost_per_million_tokens']:,.2f} per million output tokens"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{k:<{width}}  {v}" for k, v in rows]
+    if "pareto" in r:
+        lines += ["", "latency-throughput front (batches that fit, none dominated):",
+                  f"{'batch':>6}  {'TPOT':>10}  {'tokens/s':>12}  {'$/1M tokens':>12}"]
+        for p in r["pareto"]:
+            cost = "-" if p["cost_per_million_tokens"] is None \
+                else f"{p['cost_per_million_tokens']:,.2f}"
+            lines.append(f"{p['batch']:>6}  {fmt_seconds(p['tpot_s']):>10}  "
+                         f"{_rate(p['tokens_per_s']):>12}  {cost:>12}")
+    return "\n".join(lines)
+
+
+def run(args) -> int:
+    r = compute(args)
+    print(json.dumps(r, indent=2) if args.json else table(r))
+    return 0
+
+
+__all__ = ["add_serve", "compute", "table", "run", "DTYPES"]
