@@ -12,6 +12,8 @@ XLA:CPU accounted for explicitly:
   cost model counts the k·T tokens a ragged AllToAll moves. The prediction for the compiled
   program is therefore the model's with capacity_factor = E/k, whose capacity is exactly T
   (``_as_xla_cpu_compiles``); with a capacity factor both use the same static buffers.
+- bf16 widening: XLA:CPU runs bf16 collectives, AllToAlls included, in f32
+  (``test_bf16_all_to_alls_widened_to_f32``).
 - all-reduce combiner: as in tests/test_train_step.py, all-reduces over the same groups are
   merged into tuple all-reduces; the comparison is on totals per (kind, group size).
 """
@@ -142,3 +144,15 @@ def test_shared_and_dense_layers():
 def test_unsupported_expert_plans_raise_naming_them(cfg, plan, named):
     with pytest.raises(ValueError, match=named):
         sim.train_step(cfg, plan, B=B, T=T)
+
+
+def test_bf16_all_to_alls_widened_to_f32():
+    """As every XLA:CPU collective (simulate.CPU_PROMOTED), the bf16 AllToAlls run in f32: a bf16
+    step moves the bytes of the f32 prediction."""
+    plan = ParallelPlan(dp=2, ep=2, micro_batch=4)
+    r = sim.train_step(CAPPED, plan, B=B, T=T, dtype="bf16")
+    assert {(c.kind, c.dtype) for c in r.collectives} == {("all-to-all", "f32"),
+                                                          ("all-reduce", "f32")}
+    emitted = sim.emitted_totals(r.collectives)
+    assert emitted == totals(collectives(CAPPED, plan, B, T, dtype="f32"))
+    assert emitted != totals(collectives(CAPPED, plan, B, T, dtype="bf16"))

@@ -122,9 +122,9 @@ def moe_reference(n, D, E, C, seed):
 
 
 def on_devices(local):
-    """Wrap a student's per-device ``local(x, expert, slot, w, C)`` as ``run(n, D, E, C, seed)``
-    on EP_DEVICES simulated devices: x [n, D], expert and slot [n] (this device's tokens),
-    w [E/ep, D, D] (this device's experts); mesh axis "ep"."""
+    """Wrap a student's per-device ``local(x, chosen, slot, w, C)`` as ``run(n, D, E, C, seed)``
+    on EP_DEVICES simulated devices: x [n, D], chosen (each token's expert) and slot [n] (this
+    device's tokens), w [E/ep, D, D] (this device's experts); mesh axis "ep"."""
     def run(n, D, E, C, seed):
         import jax
         from jax.sharding import PartitionSpec as P

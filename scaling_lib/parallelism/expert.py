@@ -43,6 +43,9 @@ from .comms import Comm, element_bytes, params_per_device
 from .plan import ParallelPlan, check_step_args
 
 
+MAX_LOGITS = 2**22  # toy_router's largest n·E (32 MB of float64 logits)
+
+
 # ---- routing -------------------------------------------------------------------------------
 def capacity(n_tokens, E, k, capacity_factor) -> int:
     """Slots per expert for a group of n routed tokens: C = min(⌈c·k·n/E⌉, n).
@@ -95,7 +98,13 @@ def route(logits, k):
     if z.ndim != 2 or not z.size or not np.isfinite(z).all():
         raise ValueError(f"logits must be a finite [n_tokens, E] array, got shape {z.shape}")
     k = check_int("k", k, maximum=z.shape[1])
-    experts = np.argsort(-z, axis=1, kind="stable")[:, :k]
+    if k < z.shape[1]:  # the k largest (in no order), then sorted: ties go to the lower index
+        chosen = np.argpartition(-z, k - 1, axis=1)[:, :k]
+    else:
+        chosen = np.broadcast_to(np.arange(z.shape[1]), z.shape)
+    chosen = np.sort(chosen, axis=1)
+    order = np.argsort(-np.take_along_axis(z, chosen, axis=1), axis=1, kind="stable")
+    experts = np.take_along_axis(chosen, order, axis=1)
     top = np.take_along_axis(z, experts, axis=1)
     g = np.exp(top - top[:, :1])
     return experts, g / g.sum(axis=1, keepdims=True)
@@ -118,6 +127,10 @@ def toy_router(n, E, k, *, skew=0.0, seed=0):
     if np.ndim(skew):
         raise ValueError(f"skew={_brief(skew)} must be one number >= 0")
     seed = check_int("seed", seed, minimum=0)
+    if n * E > MAX_LOGITS or n * k > MAX_LOGITS // 4:
+        raise ValueError(f"n={n} tokens, E={E}, k={k}: the toy router draws at most "
+                         f"{MAX_LOGITS:,} logits (n·E) and {MAX_LOGITS // 4:,} choices (n·k); "
+                         "route fewer tokens (a sample is enough)")
     rng = np.random.default_rng([seed, n, E, k])
     return route(rng.standard_normal((n, E)) + skew * rng.standard_normal(E), k)[0]
 
@@ -336,10 +349,11 @@ def layer_times(cfg, tokens, ep, accelerator, bytes_per_s, *, imbalance=1.0, top
                 latency=0.0, dtype="bf16"):
     """(T_math, T_comm) of one MoE layer's forward pass on one of ep devices, in seconds.
 
-    T_math = imbalance · k · tokens · 2·(3·D·F_e) / C: the routed experts' matmuls (the busiest
-    device's share: ``imbalance`` = max/mean load); T_comm = the dispatch and combine AllToAlls
-    (:func:`all_to_all_bytes`, :func:`scaling_lib.collectives.collective_time`, ``bytes_per_s``
-    one-way per device). ``tokens`` per device. Left out: attention, router, shared experts.
+    T_math = imbalance · k · tokens · 2·(3·D·F_e) / C: the routed experts' matmuls (the
+    busiest device's share: ``imbalance`` = max/mean load); T_comm = the dispatch and combine
+    AllToAlls (:func:`all_to_all_bytes`, :func:`scaling_lib.collectives.collective_time`,
+    ``bytes_per_s`` one-way per device). ``tokens`` per device. Left out: attention, the
+    router, shared experts.
 
     >>> t_math, t_comm = layer_times("deepseek-v3", 8192, 64, "h100", 50e9)
     >>> round(t_math * 1e3, 3), round(t_comm * 1e3, 3)

@@ -3,7 +3,8 @@ small decoder-only transformer, written once for every parallel plan.
 
 Token embedding, then L layers of (RMSNorm, causal grouped-query attention, residual; RMSNorm,
 gated MLP (SwiGLU), or in an MoE layer a mixture of experts (see ``moe``), residual), a final
-RMSNorm and the output layer, with the mean next-token cross-entropy as the loss. No positional encoding (the causal mask alone orders the tokens).
+RMSNorm and the output layer, with the mean next-token cross-entropy as the loss. No positional
+encoding (the causal mask alone orders the tokens).
 
 The forward pass never calls a collective itself: it asks an ``ops`` object (see
 ``step.Ops``) to fetch a weight, to enter and leave a tensor-parallel block, to attend (across

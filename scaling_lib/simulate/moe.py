@@ -1,4 +1,5 @@
-"""The mixture-of-experts MLP and expert parallelism inside :func:`~scaling_lib.simulate.train_step`.
+"""The mixture-of-experts MLP and expert parallelism inside
+:func:`~scaling_lib.simulate.train_step`.
 
 A MoE layer's MLP (every layer from ``cfg.n_dense_layers`` on) is a [D, E] router, E expert
 SwiGLU MLPs of width F_e and ``n_shared_experts`` always-active ones (one SwiGLU of width
