@@ -78,7 +78,7 @@ def test_tp_across_nodes_is_slow():
     c = hardware.cluster("h100", 16)
     inside = estimate(GPT, c, ParallelPlan(dp=2, tp=8), 32, 2048)
     across = estimate(GPT, c, ParallelPlan(dp=1, tp=16), 32, 2048)
-    assert across.exposed_comm_time > 3 * inside.exposed_comm_time
+    assert across.exposed_comm_time > 2 * inside.exposed_comm_time
 
 
 def test_memory_has_every_term_and_matches_the_memory_module_states():
@@ -129,3 +129,17 @@ def test_inlined_switch_costs_match_the_collectives_module():
         for n in (2, 8, 64):
             want = collective_time(kind, 1e8, n, 5e10, topology="switch", latency=3e-6)
             assert np.isclose(_switch_time(kind, 1e8, n, 5e10, 3e-6), want)
+
+
+@pytest.mark.parametrize("pp,m,v,kind", [(4, 8, 1, "1f1b"), (4, 8, 1, "gpipe"), (8, 16, 2, "interleaved"),
+                                         (2, 4, 1, "1f1b")])
+def test_busy_plus_bubble_is_the_schedule_generators_makespan(pp, m, v, kind):
+    """With uniform stages, the closed form the estimator uses (busy / (1 - bubble)) equals the
+    makespan of parallelism.pipeline's simulated schedule."""
+    from scaling_lib.parallelism import pipeline, pipeline_bubble_fraction
+
+    t_fwd, t_bwd = 1.0, 2.0
+    busy = m * (t_fwd + t_bwd)
+    frac = pipeline_bubble_fraction(pp, m, v, kind)
+    assert np.isclose(busy / (1 - frac), pipeline.step_time(pp, m, v=v, kind=kind,
+                                                            t_fwd=t_fwd, t_bwd=t_bwd))

@@ -10,10 +10,13 @@ import pytest
 from scaling_lib import validation as val
 from scaling_lib.parallelism.estimate import Calibration
 
-# (train, held-out) MAPE the stored calibration reaches, plus a margin
-SINGLE_MAX = {"train": 0.0, "test": 0.0}
-MULTI_MAX = {"train": 0.0, "test": 0.0}
-KORTHIKANTI_MAX = 0.0
+# MAPE the stored calibration reaches (single 7.9% / 7.9%, multi 8.0% / 8.7%; Korthikanti
+# et al. Table 5 6.2% out of the box, 1.8% on the held-out 530B and 1T rows after refitting η_c
+# on 22B and 175B), plus a margin
+SINGLE_MAX = {"train": 0.082, "test": 0.082}
+MULTI_MAX = {"train": 0.083, "test": 0.090}
+KORTHIKANTI_MAX = 0.065
+KORTHIKANTI_RECALIBRATED_MAX = 0.025
 
 
 @pytest.fixture(scope="module")
@@ -60,14 +63,31 @@ def test_korthikanti_table5():
     assert np.mean([abs(r["error"]) for r in recs]) <= KORTHIKANTI_MAX
 
 
+def test_korthikanti_after_recalibrating_one_constant():
+    cal, recs = val.korthikanti_recalibrated()
+    held = [r for r in recs if r["name"] not in val.KORTHIKANTI_RECALIBRATION_ROWS]
+    assert len(held) == 4
+    assert np.mean([abs(r["error"]) for r in held]) <= KORTHIKANTI_RECALIBRATED_MAX
+    assert 0.8 < cal.gemm_efficiency < 0.95
+
+
+def test_fit_runs_and_keeps_bounds():
+    c = val.fit(fields=("step_overhead", "network_efficiency"), which=("multi",), max_evals=4)
+    assert 0.6 <= c.network_efficiency <= 0.95 and c.step_overhead >= 0
+
+
 def test_published_comparisons_cover_every_source():
     recs = val.published_comparisons()
     sources = {r["source"].split(",")[0].split(" (")[0] for r in recs}
     for s in ("Korthikanti et al. 2022", "Narayanan et al. 2021", "Smith et al. 2022",
               "The Llama 3 Herd of Models", "Chowdhery et al. 2022"):
         assert any(x.startswith(s) for x in sources), s
-    llama = [r for r in recs if r["name"].startswith("llama3")]
-    assert all(abs(r["error"]) < 0.15 for r in llama)
+    err = {r["name"]: r["error"] for r in recs if "mode" not in r}
+    assert all(abs(e) < 0.11 for k, e in err.items() if k.startswith("llama3"))  # MFU
+    assert all(abs(e) < 0.08 for k, e in err.items() if k.startswith("megatron-"))
+    assert abs(err["palm-540b"]) < 0.10
+    # MT-NLG's DeepSpeed pipeline ran slower than the Megatron-LM the model describes
+    assert all(-0.25 < e < -0.15 for k, e in err.items() if k.startswith("mt-nlg"))
 
 
 def test_vocab_padding_as_megatron():
@@ -89,3 +109,11 @@ def test_bad_arguments():
         val.load("triple")
     with pytest.raises(ValueError, match="cannot fit"):
         val.fit(fields=("peak_flops",))
+
+
+def test_plans_of_one_job_are_ranked_as_measured(reports):
+    # measured 97.9% (single) and 88.1% (multi) of pairs more than 20% apart
+    acc_s, n_s = val.ranking_accuracy(reports["single"])
+    acc_m, n_m = val.ranking_accuracy(reports["multi"])
+    assert acc_s >= 0.96 and n_s > 5000
+    assert acc_m >= 0.85 and n_m > 500
