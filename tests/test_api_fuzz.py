@@ -34,13 +34,14 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from scaling_lib import (breakdown, collectives, hardware, inference, memory, models,
                          parallelism, published, roofline, scheduling, serving, serving_engine,
                          serving_parallel, serving_sim, sharding, transformer, units)
+import scaling_lib.parallelism.mesh  # noqa: F401  (parallelism.mesh in MODULES)
 from scaling_lib.parallelism import split as _split, steptime as _steptime, timeline as _timeline
 from scaling_lib.breakdown import Breakdown
 from scaling_lib.parallelism import ParallelPlan
 
 MODULES = (units, breakdown, hardware, roofline, collectives, models, transformer, memory,
            inference, parallelism, parallelism.context, parallelism.data, parallelism.fsdp,
-           parallelism.tensor, parallelism.pipeline, parallelism.expert,
+           parallelism.tensor, parallelism.pipeline, parallelism.expert, parallelism.mesh,
            published, sharding, _steptime, _timeline, _split, serving, serving_sim,
            serving_engine, serving_parallel, scheduling)
 

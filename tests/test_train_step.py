@@ -153,6 +153,7 @@ def test_bf16_collectives_widened_to_f32():
 @pytest.mark.parametrize("plan,named", [
     (ParallelPlan(pp=2, dp=2, zero=1), "zero=1 with pp > 1"),
     (ParallelPlan(dp=2, cp=2, zero=1), "cp=2 with zero=1"),
+    (ParallelPlan(pp=2, cp=2), "cp=2 with pp > 1"),
     (ParallelPlan(dp=2, recompute="full"), "recompute='full'"),
     (ParallelPlan(tp=4, micro_batch=8), "K=2 kv heads"),
     (ParallelPlan(dp=16), "world_size=16"), (ParallelPlan(dp=3), "dp·micro_batch = 3")])

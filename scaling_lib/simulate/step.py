@@ -163,8 +163,8 @@ def _mesh_axes(plan):
     dpr, ep, tp: the ep ranks are data-parallel ranks too), in mesh order."""
     S = plan.zero_group if plan.zero else plan.dp
     sizes = {"dpr": plan.dp // S, "dps": S, "cp": plan.cp, "tp": plan.tp}
-    if plan.ep > 1:  # zero = 0, cp = 1 (check_supported)
-        sizes = {"dpr": plan.dp // plan.ep, _moe.EP_AXIS: plan.ep, "tp": plan.tp}
+    if plan.ep > 1:  # zero = 0 (check_supported)
+        sizes = {"dpr": plan.dp // plan.ep, _moe.EP_AXIS: plan.ep, "cp": plan.cp, "tp": plan.tp}
     return {k: v for k, v in sizes.items() if v > 1}
 
 
@@ -174,7 +174,7 @@ def _build(cfg, plan, B, T, dtype, optimizer):
     jnp, lax, P = jax.numpy, jax.lax, jax.sharding.PartitionSpec
     sizes = _mesh_axes(plan)
     axes = {k: k for k in sizes}
-    # the gradient's replicas, and the axes that split the batch
+    # the gradient's replicas (the ep ranks are data-parallel ranks too), and the batch's axes
     dp_axes = tuple(a for a in ("dpr", "dps", _moe.EP_AXIS, "cp") if a in axes)
     batch_axes = tuple(a for a in ("dpr", "dps", _moe.EP_AXIS) if a in axes)
 
@@ -284,8 +284,9 @@ def train_step(cfg, plan: ParallelPlan | None = None, *, B: int, T: int, seed: i
     step of Adam. ``ParallelPlan()`` runs on one device and is the reference every plan must
     reproduce. Needs ``use_cpu_devices(n)`` with n >= plan.world_size before JAX starts.
     Supported: dp, zero 0-3, shard_group (HSDP), tp, sequence_parallel, cp (each
-    ``cp_variant``, with zero=0), and their combinations for dense models; dp, tp and ep
-    (expert parallelism, see ``moe``) for MoE models; anything else raises ValueError naming it.
+    ``cp_variant``, with zero=0), pp (gpipe, 1f1b) and their combinations for dense models;
+    dp, tp and ep (expert parallelism, see ``moe``) for MoE models; anything else raises
+    ValueError naming it.
     """
     plan = ParallelPlan() if plan is None else plan
     check_supported(cfg, plan, B, T, dtype, optimizer)
