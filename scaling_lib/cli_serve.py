@@ -4,9 +4,10 @@
         --prompt-len 1024 --gen-len 256 [--dtype bf16] [--kv-dtype fp8] \\
         [--price-per-gpu-hour 2.5] [--json] [--pareto]
 
-A custom model instead of ``--model``: ``--layers L --hidden D --heads N`` and optionally
+A custom model instead of ``--model``: the same flags and GPT-style defaults as ``estimate``
+(:func:`scaling_lib.cli_train.build_model`): ``--layers L --hidden D --heads N`` and optionally
 ``--ffn F`` (default 4·D), ``--kv-heads K`` (default N), ``--head-dim H`` (default D/N),
-``--vocab V`` (default 32000), ``--glu/--no-glu`` (default --glu) and ``--tied-embeddings``.
+``--vocab V`` (default 51,200), ``--glu/--no-glu`` (default --no-glu) and ``--tied-embeddings``.
 The figures come from :func:`scaling_lib.serving.estimate` (tensor parallelism over all the
 devices); ``--pareto`` adds the latency-throughput front over batches 1..4096
 (:func:`scaling_lib.serving.pareto_mask`).
@@ -22,7 +23,6 @@ import json
 import numpy as np
 
 DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
-CUSTOM = ("layers", "hidden", "heads", "ffn", "kv_heads", "head_dim", "vocab")
 PARETO_BATCHES = 2 ** np.arange(13)  # 1 .. 4096
 
 
@@ -54,20 +54,9 @@ def add_serve(sub) -> None:
     """Register the ``serve`` subcommand on an argparse subparsers object."""
     s = sub.add_parser("serve", help="latency, throughput, memory and cost of serving a model",
                        description=__doc__.split("\n\n")[2].replace("\n", " "))
-    s.add_argument("--model", help="a preset (see scaling_lib.models.names()); or give the "
-                   "custom shape flags below")
-    s.add_argument("--layers", type=_int("--layers"), help="custom model: L layers")
-    s.add_argument("--hidden", type=_int("--hidden"), help="custom model: D (d_model)")
-    s.add_argument("--heads", type=_int("--heads"), help="custom model: N query heads")
-    s.add_argument("--ffn", type=_int("--ffn"), help="custom model: F (default 4·D)")
-    s.add_argument("--kv-heads", type=_int("--kv-heads"), help="custom model: K (default N)")
-    s.add_argument("--head-dim", type=_int("--head-dim"),
-                   help="custom model: H (default D/N)")
-    s.add_argument("--vocab", type=_int("--vocab"), help="custom model: V (default 32000)")
-    s.add_argument("--glu", action=argparse.BooleanOptionalAction, default=None,
-                   help="custom model: gated MLP, three matrices (default: --glu)")
-    s.add_argument("--tied-embeddings", action="store_true", default=None,
-                   help="custom model: the output layer shares the embedding table")
+    from .cli_train import _model_flags
+
+    _model_flags(s)  # the same model flags (and GPT-style custom defaults) as estimate and plan
     s.add_argument("--gpu", required=True, help="accelerator name, e.g. h100, tpu-v5e")
     s.add_argument("--gpus", type=_int("--gpus"), required=True,
                    help="devices the model is tensor-parallel over")
@@ -92,36 +81,9 @@ def _usage(msg: str):
 
 
 def _model(args):
-    from . import models
+    from .cli_train import build_model
 
-    custom = {k: getattr(args, k) for k in CUSTOM}
-    flags = dict(custom, glu=args.glu, tied_embeddings=args.tied_embeddings)
-    given = [k for k, v in flags.items() if v is not None]
-    if args.model is not None:
-        if given:
-            raise _usage(f"give --model or the custom shape flags, not both (got --model and "
-                         f"--{given[0].replace('_', '-')})")
-        if args.model not in models.names():
-            raise _usage(f"--model {args.model!r} is not a preset; choose one of "
-                         f"{', '.join(models.names())}, or give --layers --hidden --heads")
-        return models.get(args.model)
-    missing = [k for k in ("layers", "hidden", "heads") if custom[k] is None]
-    if missing:
-        raise _usage("give --model NAME, or a custom shape with --layers, --hidden and --heads "
-                     f"(missing: {', '.join('--' + m for m in missing)}); presets: "
-                     f"{', '.join(models.names())}")
-    D, N = custom["hidden"], custom["heads"]
-    if D % N and custom["head_dim"] is None:
-        raise _usage(f"--hidden {D} must be divisible by --heads {N} (head dimension D/N), or "
-                     "give --head-dim")
-    K = custom["kv_heads"] or N
-    if N % K:
-        raise _usage(f"--kv-heads {K} must divide --heads {N}; choose one of "
-                     f"{', '.join(str(d) for d in range(1, N + 1) if N % d == 0)}")
-    return models.TransformerConfig(
-        L=custom["layers"], D=D, F=custom["ffn"] or 4 * D, N=N, K=K, H=custom["head_dim"] or D // N,
-        V=custom["vocab"] or 32000, glu=True if args.glu is None else args.glu,
-        tied_embeddings=bool(args.tied_embeddings), name="custom")
+    return build_model(args)
 
 
 def _check_dtype(flag, value):

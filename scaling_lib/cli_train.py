@@ -65,6 +65,7 @@ def _model_flags(p) -> None:
     g.add_argument("--heads", type=_int("--heads"), help="N, query heads")
     g.add_argument("--ffn", type=_int("--ffn"), help="F, MLP width (default 4·hidden)")
     g.add_argument("--kv-heads", type=_int("--kv-heads"), help="K, kv heads (default: heads)")
+    g.add_argument("--head-dim", type=_int("--head-dim"), help="H, head dimension (default D/N)")
     g.add_argument("--vocab", type=_int("--vocab"), help=f"V (default {GPT_VOCAB:,})")
     g.add_argument("--glu", action=argparse.BooleanOptionalAction, default=False,
                    help="gated MLP (SwiGLU, three matrices); default --no-glu (GeLU)")
@@ -113,7 +114,7 @@ def _choice(flag, value, choices):
 
 def build_model(args):
     """The model of the flags: a preset, or a custom GPT-style model."""
-    custom = [f for f in ("layers", "hidden", "heads", "ffn", "kv_heads", "vocab")
+    custom = [f for f in ("layers", "hidden", "heads", "ffn", "kv_heads", "head_dim", "vocab")
               if getattr(args, f) is not None]
     if args.model is not None:
         if custom or args.glu or args.tied_embeddings:
@@ -130,16 +131,17 @@ def build_model(args):
         raise UsageError(f"give --model NAME ({', '.join(models.names())}) or a custom model "
                          f"with --layers --hidden --heads; missing {' '.join(missing)}")
     D, N = args.hidden, args.heads
-    if D % N:
+    if D % N and args.head_dim is None:
         raise UsageError(f"--heads {N} must divide --hidden {D} (head dimension D/N); choose "
-                         f"heads among the divisors of {D}")
+                         f"heads among the divisors of {D}, or give --head-dim")
     K = args.kv_heads or N
     if N % K:
-        raise UsageError(f"--kv-heads {K} must divide --heads {N}")
-    cfg = models.gpt(args.layers, D, N, V=args.vocab or GPT_VOCAB, tied_embeddings=False,
-                     name=f"custom L={args.layers} D={D}")
-    return cfg.with_changes(F=args.ffn or 4 * D, K=K, glu=bool(args.glu),
-                            tied_embeddings=bool(args.tied_embeddings))
+        raise UsageError(f"--kv-heads {K} must divide --heads {N}; choose one of "
+                         f"{', '.join(str(d) for d in range(1, N + 1) if N % d == 0)}")
+    cfg = models.gpt(args.layers, D if D % N == 0 else N, N, V=args.vocab or GPT_VOCAB,
+                     tied_embeddings=False, name=f"custom L={args.layers} D={D}")
+    return cfg.with_changes(D=D, F=args.ffn or 4 * D, K=K, H=args.head_dim or D // N,
+                            glu=bool(args.glu), tied_embeddings=bool(args.tied_embeddings))
 
 
 def build_cluster(args):

@@ -36,9 +36,11 @@ def test_custom_model_equals_the_preset(capsys):
     preset = _json(BASE + ["--model", "llama3-8b"], capsys)
     custom = _json(BASE + ["--layers", "32", "--hidden", "4096", "--heads", "32", "--kv-heads",
                            "8", "--ffn", "14336", "--vocab", "128256", "--glu"], capsys)
-    assert custom["model"] == "custom"
+    assert custom["model"].startswith("custom")
+    # the custom model is GPT-style (biases, LayerNorm, learned positions: the defaults of
+    # estimate and plan), so it differs from the preset by those few parameters only
     for k in ("ttft_s", "tpot_s", "tokens_per_s", "memory_total_per_device_bytes"):
-        assert custom[k] == pytest.approx(preset[k])
+        assert custom[k] == pytest.approx(preset[k], rel=0.01)
 
 
 def test_pareto_front_is_monotone_and_fits(capsys):
@@ -59,10 +61,10 @@ def test_readable_table(capsys):
 
 
 @pytest.mark.parametrize("extra, needle", [
-    (["--model", "llama3-7b"], "is not a preset; choose one of llama3-8b"),
-    ([], "give --model NAME, or a custom shape"),
+    (["--model", "llama3-7b"], "unknown model 'llama3-7b'; choose one of: llama3-8b"),
+    ([], "give --model NAME (llama3-8b"),
     (["--model", "llama3-70b", "--layers", "2"], "not both"),
-    (["--layers", "2", "--hidden", "100", "--heads", "3"], "must be divisible by --heads"),
+    (["--layers", "2", "--hidden", "100", "--heads", "3"], "--heads 3 must divide --hidden 100"),
     (["--layers", "2", "--hidden", "96", "--heads", "6", "--kv-heads", "4"],
      "must divide --heads 6; choose one of 1, 2, 3, 6"),
     (["--model", "llama3-70b", "--dtype", "int3"], "choose one of fp32, bf16"),
