@@ -223,7 +223,7 @@ ACCELERATORS: dict[str, Accelerator] = {
                  link_bytes_per_s=450e9, n_links=18, n_cores=132, year=2022,
                  source=f"{_NV} H100 Tensor Core GPU datasheet (SXM5)",
                  usable_hbm_bytes=81559 * 2**20,
-               internals=_gpu(_H100_INSIDE, _H100_MEM, 80e9, 3.35e12)),
+                 internals=_gpu(_H100_INSIDE, _H100_MEM, 80e9, 3.35e12)),
     # NVIDIA H200 datasheet (SXM): same compute as H100; 141GB HBM3e at 4.8 TB/s.
     "h200": _acc("h200", "gpu",
                  {"bf16": 989.4e12, "fp16": 989.4e12, "fp8": 1978.9e12, "int8": 1978.9e12,
