@@ -323,3 +323,15 @@ def test_compiled_bytes_are_the_model_with_named_differences(name):
     assert (emitted == model) == (sim.differences(cfg, plan) == ())
     if math.isfinite(0) and name == "moe-E4-k2-dropless":  # E/k = 2: the issue's 2x
         assert emitted[("all-to-all", 2)] == 2 * model[("all-to-all", 2)]
+
+
+def test_nvls_matches_the_measured_large_message_ratio_and_loses_on_two_gpus():
+    """NVLink SHARP at 8 GPUs: 480 against the ring's 370 GB/s of bus bandwidth (NCCL lead,
+    NVIDIA/nccl-tests #212), i.e. b_ring / b_nvls = 480/370; on 2 GPUs the ring already moves
+    only V per GPU, so the switch's reduction does not pay."""
+    (_, ring8), (_, nvls8) = (C.algorithm_terms("all-reduce", 8, a) for a in ("ring", "nvls"))
+    assert ring8 / nvls8 == pytest.approx(480 / 370)
+    (_, ring2), (_, nvls2) = (C.algorithm_terms("all-reduce", 2, a) for a in ("ring", "nvls"))
+    assert nvls2 > ring2
+    assert C.best_algorithm("all-reduce", 1e9, 2, 450e9, latency=2e-6)[1] == "ring"
+    assert C.best_algorithm("all-reduce", 1e9, 8, 450e9, latency=2e-6)[1] == "nvls"
