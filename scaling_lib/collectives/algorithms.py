@@ -127,6 +127,9 @@ def available(collective, accelerator_name, *, nodes=1, algorithms=None) -> tupl
         return names
     if isinstance(algorithms, str):
         algorithms = (algorithms,)
+    if not isinstance(algorithms, (tuple, list, set, frozenset)):
+        raise ValueError(f"algorithms={algorithms!r} must be None or names from "
+                         f"{', '.join(ALGORITHMS)}")
     bad = [a for a in algorithms if a not in ALGORITHMS]
     if bad:
         raise ValueError(f"algorithms={tuple(algorithms)!r}: {bad[0]!r} is not one of "
@@ -166,6 +169,10 @@ def best_algorithm(collective, nbytes, n, bytes_per_s, *, latency=0.0, accelerat
 
     See: Chapter "Networks and collectives", "Small messages".
     """
+    if isinstance(nodes, bool) or not isinstance(nodes, (int, np.integer)) or nodes < 1:
+        raise ValueError(f"nodes={nodes!r} must be a whole number of nodes >= 1")
+    if not isinstance(accelerator, str):
+        raise ValueError(f"accelerator={accelerator!r} must be an accelerator name, e.g. 'h100'")
     names = available(collective, accelerator, nodes=nodes, algorithms=algorithms)
     times = algorithm_times(collective, _positive("nbytes", nbytes, allow_zero=True),
                             _check_n(n), _positive("bytes_per_s", bytes_per_s),
