@@ -57,11 +57,12 @@ def new_grid(nrows, ncols, figsize):
     return list(axes.flat)
 
 
-def canvas(ax, xlim, ylim, title=None):
-    """A diagram's frame: no axes lines or ticks, equal aspect, the given limits, a title."""
+def canvas(ax, xlim, ylim, title=None, *, equal=True):
+    """A diagram's frame: no axes lines or ticks, equal aspect (unless not ``equal``), the given
+    limits, a title."""
     ax.set_xlim(*xlim)
     ax.set_ylim(*ylim)
-    ax.set_aspect("equal")
+    ax.set_aspect("equal" if equal else "auto")
     ax.axis("off")
     ax.set_facecolor(BACKGROUND)
     if title:
