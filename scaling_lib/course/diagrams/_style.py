@@ -85,7 +85,7 @@ def box(ax, x, y, w, h, label="", *, fill=None, edge=LINE, fontsize=8, lw=1.0, l
 
 def arrow(ax, start, end, *, colour=PALETTE["comm"], label="", lw=1.4, rad=0.0, fontsize=7,
           both=False, ls="-"):
-    """An arrow from ``start`` to ``end`` (curved by ``rad``), with an optional label at its middle."""
+    """An arrow from ``start`` to ``end`` (curved by ``rad``), an optional label at its middle."""
     style = "<|-|>" if both else "-|>"
     ax.add_patch(mpatches.FancyArrowPatch(start, end, arrowstyle=style, mutation_scale=9,
                                           color=colour, lw=lw, ls=ls,

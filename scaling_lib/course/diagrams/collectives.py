@@ -11,14 +11,11 @@ See: the chapter "Networks and collectives".
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ... import collectives as C
 from ...units import check_int
-from ._style import (PALETTE, TEXT, arrow, box, canvas, fmt, label, new_axes, set_alt,
-                     shard_colour)
+from ._style import PALETTE, arrow, box, canvas, fmt, label, new_axes, set_alt, shard_colour
 
 
 def _ring_holds(n, t):
@@ -40,7 +37,9 @@ def ring_all_gather(n=4, nbytes=None, *, ax=None):
     """
     n = int(check_int("n", n, minimum=2, maximum=16))
     steps = int(C.cost_terms("all-gather", n, topology="ring")[0])
-    per_step = None if nbytes is None else C.collective_bytes("all-gather", nbytes, n).sent_bytes / steps
+    per_step = None
+    if nbytes is not None:
+        per_step = C.collective_bytes("all-gather", nbytes, n).sent_bytes / steps
     slot, gap = 0.32, 0.9
     width = n * slot
     ax = new_axes(ax, (min(2.5 + 1.25 * n, 13), 1.2 + 0.6 * (steps + 1)))

@@ -15,8 +15,7 @@ import numpy as np
 
 from ...parallelism import context
 from ...units import check_int
-from ._style import (PALETTE, TEXT, arrow, box, canvas, label, new_axes, new_grid, set_alt,
-                     shard_colour)
+from ._style import TEXT, arrow, box, canvas, label, new_axes, new_grid, set_alt, shard_colour
 
 
 def _rank_of_chunk(cp, balanced):

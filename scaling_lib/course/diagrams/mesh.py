@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from ... import sharding as S
 from ...simulate.devices import notation
-from ._style import (LINE, PALETTE, TEXT, arrow, box, canvas, fmt, label, new_axes, new_grid,
-                     set_alt, shard_colour)
+from ._style import (LINE, PALETTE, arrow, box, canvas, fmt, label, new_axes, new_grid, set_alt,
+                     shard_colour)
 
 #: One example of each case on a mesh with axes X and Y: (a_spec, b_spec).
 CASE_EXAMPLES = {1: (("X", None), (None, "Y")), 2: (("X", None), ("Y", None)),

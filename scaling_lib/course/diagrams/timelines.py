@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ...parallelism import pipeline, timeline
 from ...units import fmt_percent, fmt_seconds
-from ._style import LINE, PALETTE, TEXT, box, canvas, label, legend, new_axes, set_alt
+from ._style import PALETTE, TEXT, legend, new_axes, set_alt
 
 _LANE_COLOURS = {"compute": PALETTE["compute"], "network": PALETTE["comm"],
                  "all-gather": PALETTE["accent"], "reduce-scatter": PALETTE["comm"]}

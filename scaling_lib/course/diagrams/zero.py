@@ -55,9 +55,9 @@ def zero_stages(n_params=7.5e9, dp=4, *, stages=(0, 1, 2, 3), recipe="mixed", op
     legend(ax, [(p, _COLOURS[p]) for p in PARTS], loc="lower center",
            bbox_to_anchor=(0.5, -0.08), ncol=3)
     set_alt(ax, f"ZeRO stages drawn for {dp} data-parallel ranks and {n_params / 1e9:.3g} "
-            f"billion parameters: each rank's parameters, gradients and optimizer state as bars, the outline a full "
-            f"copy and the filled part what the rank stores. Stage 1 shards the optimizer "
-            f"state, stage 2 also the gradients, stage 3 also the parameters; "
+            f"billion parameters: each rank's parameters, gradients and optimizer state as "
+            f"bars, the outline a full copy and the filled part what the rank stores. Stage 1 "
+            f"shards the optimizer state, stage 2 also the gradients, stage 3 also the parameters; "
             + "; ".join(rows) + ".")
     return ax
 
