@@ -140,6 +140,8 @@ def test_hierarchical_draws_the_schedules_phases():
         assert shown.count("phase ") == len(phases)
         for level, k, V, g in phases:
             assert f"({level}): {k} of {fmt(V)} over {g} devices" in shown
+    c = hardware.cluster("h100", 16)
+    assert "on 2 nodes of 8" in texts(D.hierarchical("all-gather", 1e9, c))
     with pytest.raises(ValueError, match="two levels"):
         D.hierarchical("all-reduce", 1e9, (2, 2, 2))
 
@@ -159,6 +161,9 @@ def test_pipeline_schedule_follows_the_event_generator():
         assert fmt_percent(pipeline.bubble_fraction(ev)) in ax.get_title()
         assert len(ax.collections) == 4 + len(ev)  # an idle band per device, a box per operation
     assert "v=2" in D.pipeline_schedule(4, 8, v=2, kind="interleaved").get_title()
+    gpipe = pipeline.bubble_fraction(pipeline.schedule(4, 4, kind="gpipe"))
+    assert gpipe == pytest.approx(3 / 7)  # (p - 1)/(m + p - 1), the book's example
+    assert fmt_percent(gpipe) in D.pipeline_schedule(4, 4, kind="gpipe").get_title()
 
 
 def test_ddp_bucket_count_follows_the_bucket_size():
