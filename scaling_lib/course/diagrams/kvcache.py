@@ -3,7 +3,7 @@
 :func:`paged_kv_cache` lets the sequences grow one token at a time, each taking the next free
 physical block when it starts a new block (as a paged-attention server allocates), and draws the
 logical blocks of each sequence (tokens filled), its block table, and the pool. Block counts and
-the waste come from the serving library (``kv_blocks``, ``kv_waste``).
+the waste come from the serving engine model (``kv_blocks``, ``kv_waste``).
 
 See: the chapter "Serving at scale" (paged attention).
 """
@@ -16,11 +16,12 @@ from ._style import LINE, PALETTE, box, canvas, label, new_axes, set_alt, shard_
 
 
 def _engine():
-    """The module holding kv_blocks and kv_waste (serving_engine, or the serving package)."""
+    """kv_blocks and kv_waste from the serving package (``serving.engine``), or from the
+    ``serving_engine`` module they lived in before it."""
     try:
+        from ...serving.engine import kv_blocks, kv_waste
+    except ImportError:
         from ...serving_engine import kv_blocks, kv_waste
-    except ImportError:  # after the serving modules moved into one package
-        from ...serving import kv_blocks, kv_waste
     return kv_blocks, kv_waste
 
 
