@@ -32,8 +32,9 @@ def gpu_sm(name="h100", *, ax=None):
 
     acc, g = _internals(name, GPUInternals)
     ax = new_axes(ax, (9, 4.2))
-    canvas(ax, (-0.2, 18.2), (-0.6, 8.6), f"{acc.name}: {g.n_sm} SMs "
-           f"({g.architecture}), {fmt_flops_per_s(g.tensor_flops_per_s)} dense bf16")
+    peak = (f"{fmt_flops_per_s(g.tensor_flops_per_s)} dense 16-bit" if g.tensor_flops_per_s else
+            f"{fmt_flops_per_s(g.fp32_flops_per_s)} FP32")
+    canvas(ax, (-0.2, 18.2), (-0.6, 8.6), f"{acc.name}: {g.n_sm} SMs ({g.architecture}), {peak}")
     cols = math.ceil(math.sqrt(g.n_sm_full * 1.3))
     cell = min(8.0 / cols, 8.0 / math.ceil(g.n_sm_full / cols))
     for i in range(g.n_sm_full):
@@ -56,9 +57,12 @@ def gpu_sm(name="h100", *, ax=None):
         fill=PALETTE["optimizer"], fontsize=7)
     box(ax, 10.0, 0.4, 7.6, 1.5, f"L1 / shared memory {fmt_bytes(l1.capacity_bytes, binary=True)}",
         fill=PALETTE["grads"], fontsize=7)
+    if not g.tensor_cores_per_sm:
+        label(ax, 13.8, 6.2, f"no tensor cores ({g.architecture})", fontsize=8)
+    tensor = (f"{g.tensor_cores_per_sm} tensor cores doing {g.tensor_flops_per_clock_per_sm:g} "
+              "16-bit FLOPs per clock together" if g.tensor_cores_per_sm else "no tensor cores")
     set_alt(ax, f"The {acc.name} GPU drawn as a grid of {g.n_sm_full} streaming multiprocessors, "
-            f"{g.n_sm} enabled, and one SM enlarged: {g.tensor_cores_per_sm} tensor cores doing "
-            f"{g.tensor_flops_per_clock_per_sm:g} bf16 FLOPs per clock together, "
+            f"{g.n_sm} enabled, and one SM enlarged: {tensor}, "
             f"{g.fp32_cores_per_sm} FP32 cores, {fmt_bytes(regs.capacity_bytes, binary=True)} of "
             f"registers and {fmt_bytes(l1.capacity_bytes, binary=True)} of L1 and shared memory.")
     return ax
@@ -128,8 +132,8 @@ def memory_hierarchy(name="h100", *, ax=None):
     for i, (lvl, cap, copies, bw) in enumerate(levels):
         half = 1.2 + 3.6 * i / max(n - 1, 1)
         y = n - 1 - i
-        size = fmt_bytes(cap, binary=lvl != "HBM")
-        size += f" x {copies}" if copies > 1 else ""
+        size = "size not published" if math.isnan(cap) else fmt_bytes(cap, binary=lvl != "HBM")
+        size += f" x {copies}" if copies > 1 and not math.isnan(cap) else ""
         speed = "bandwidth not published" if math.isnan(bw) else fmt_bytes_per_s(bw)
         box(ax, -half, y + 0.08, 2 * half, 0.84, f"{lvl}: {size}\n{speed}",
             fill=shard_colour(i), fontsize=7)
