@@ -129,8 +129,23 @@ def test_ring_all_gather_ends_with_every_shard_everywhere():
 
 
 def test_tree_steps_grow_with_the_number_of_devices():
+    from scaling_lib.course.diagrams.collectives import tree_rounds
+
     assert "3 steps up, 3 down" in texts(D.tree_all_reduce(8))
     assert "4 steps up, 4 down" in texts(D.tree_all_reduce(16))
+    for n in range(2, 17):  # the rounds' spans 1, 2, 4, ... reach every device, and no fewer do
+        r = tree_rounds(n)
+        assert 2**r >= n > 2 ** (r - 1)
+        if hasattr(collectives, "algorithm_terms"):  # the library's tree counts the same steps
+            assert collectives.algorithm_terms("all-reduce", n, "tree")[0] == 2 * r
+
+
+def test_one_shot_states_the_library_steps_where_it_models_them():
+    shown = texts(D.one_shot_all_reduce(8))
+    assert "1 data step" in shown and "each device reads the full buffer of the 7 others" in shown
+    if hasattr(collectives, "algorithm_terms"):
+        s, _ = collectives.algorithm_terms("all-reduce", 8, "one_shot")
+        assert f"s = {s:g}" in shown
 
 
 def test_hierarchical_draws_the_schedules_phases():

@@ -2,7 +2,7 @@
 
 :func:`ring_all_gather` draws one row per step of a one-way ring all-gather, with the number of
 steps and the bytes each device sends from :mod:`scaling_lib.collectives`; :func:`tree_all_reduce`
-a binary-tree reduce then broadcast; :func:`one_shot_all_reduce` every device reading every
+a binomial-tree reduce then broadcast, step by step; :func:`one_shot_all_reduce` every device reading every
 other's buffer at once (NVLink's one-shot); :func:`hierarchical` the phases of
 :func:`scaling_lib.collectives.hierarchical_schedule` on nodes of devices.
 
@@ -15,7 +15,8 @@ import numpy as np
 
 from ... import collectives as C
 from ...units import check_int
-from ._style import PALETTE, arrow, box, canvas, fmt, label, new_axes, set_alt, shard_colour
+from ._style import (PALETTE, arrow, box, canvas, fmt, label, legend, new_axes, set_alt,
+                     shard_colour)
 
 
 def _ring_holds(n, t):
@@ -78,51 +79,79 @@ def ring_all_gather(n=4, nbytes=None, *, ax=None):
     return ax
 
 
-def _tree(n):
-    """Parent of each device in a binary tree rooted at device 0 (heap order), and its depth."""
-    parent = [None] + [(i - 1) // 2 for i in range(1, n)]
-    depth = [0] * n
-    for i in range(1, n):
-        depth[i] = depth[parent[i]] + 1
-    return parent, depth
+def _library_terms(n, algorithm):
+    """(s, b) of an all-reduce run by ``algorithm`` from :mod:`scaling_lib.collectives`, or None
+    where the installed library has no per-algorithm terms."""
+    terms = getattr(C, "algorithm_terms", None)
+    return None if terms is None else tuple(float(x) for x in terms("all-reduce", n, algorithm))
+
+
+def tree_rounds(n) -> int:
+    """Rounds of a binomial-tree reduce over ``n`` devices: in round t every device whose index
+    is an odd multiple of 2^(t-1) sends its partial sum to the device 2^(t-1) below it, so the
+    rounds double the reduced span until it covers all n: the bit length of n - 1. Half the
+    library's tree all-reduce steps where it models them (``algorithm_terms(..., "tree")``)."""
+    drawn = (int(n) - 1).bit_length()
+    lib = _library_terms(n, "tree")
+    if lib is not None and lib[0] != 2 * drawn:
+        raise ValueError(f"the library's tree all-reduce over n={n} takes {lib[0]:g} steps; "
+                         f"this drawing has {2 * drawn}")
+    return drawn
 
 
 def tree_all_reduce(n=8, *, ax=None):
-    """A binary-tree all-reduce: partial sums flow up to device 0 level by level, the result flows
-    back down; one step per tree level each way. Returns ax."""
-    n = int(check_int("n", n, minimum=2, maximum=32))
-    parent, depth = _tree(n)
-    levels = max(depth)
-    ax = new_axes(ax, (9, 3.6))
-    canvas(ax, (-0.5, 17.5), (-levels - 1.2, 1.0),
-           f"tree all-reduce over {n} devices: {levels} steps up, {levels} down")
-    for half, (x0, word) in enumerate(((0.0, "reduce"), (9.0, "broadcast"))):
-        pos = {}
-        for lv in range(levels + 1):
-            row = [i for i in range(n) if depth[i] == lv]
-            for k, i in enumerate(row):
-                pos[i] = (x0 + (k + 0.5) * 8.0 / 2**lv, -lv)
-        for i in range(1, n):
-            step = levels - depth[i] + 1 if half == 0 else depth[i]
-            a, b = (pos[i], pos[parent[i]]) if half == 0 else (pos[parent[i]], pos[i])
-            arrow(ax, a, b, label=str(step), fontsize=7,
-                  colour=PALETTE["comm"] if half == 0 else PALETTE["accent"])
-        for i, (x, y) in pos.items():
-            box(ax, x - 0.3, y - 0.2, 0.6, 0.4, str(i), fill=shard_colour(i), fontsize=7)
-        label(ax, x0 + 4.0, -levels - 0.8, f"{word} (numbers on the arrows: the step)",
-              fontsize=8)
-    set_alt(ax, f"A binary-tree all-reduce over {n} devices, twice: on the left the partial sums "
-            f"flow up from the leaves to device 0, one tree level per step ({levels} steps); on "
-            f"the right the result flows back down in {levels} more steps.")
+    """A binomial-tree all-reduce, one row per round: partial sums flow to device 0 in
+    :func:`tree_rounds` rounds, then the result flows back out in as many. Returns ax."""
+    n = int(check_int("n", n, minimum=2, maximum=16))
+    rounds = tree_rounds(n)
+    ax = new_axes(ax, (min(2.5 + 0.8 * n, 13), 1.0 + 0.5 * (2 * rounds + 1)))
+    canvas(ax, (-2.4, n), (-(2 * rounds + 1) * 0.8 - 0.2, 0.6),
+           f"tree all-reduce over {n} devices: {rounds} steps up, {rounds} down", equal=False)
+    for row in range(2 * rounds + 1):
+        y = -row * 0.8
+        up = row <= rounds
+        t = row if up else 2 * rounds + 1 - row  # the round, 1..rounds
+        span = 2 ** (t - 1)
+        for d in range(n):
+            if row == 0:
+                fill = shard_colour(d)
+            elif up:  # after reduce round t, multiples of 2^t hold a partial sum
+                fill = PALETTE["accent"] if d % (2 * span) == 0 else PALETTE["free"]
+            else:  # after the broadcast of round t, multiples of 2^(t-1) hold the total
+                fill = PALETTE["optimizer"] if d % span == 0 else PALETTE["free"]
+            box(ax, d + 0.1, y - 0.5, 0.8, 0.4, str(d) if row == 0 else "", fill=fill,
+                fontsize=7, edge="#BBBBBB")
+        if row == 0:
+            label(ax, -0.2, y - 0.3, "devices", fontsize=7, ha="right")
+            continue
+        word = f"reduce step {row}" if up else f"broadcast step {row}"
+        label(ax, -0.2, y - 0.3, word, fontsize=7, ha="right")
+        for d in range(span, n, 2 * span):
+            a, b = (d + 0.5, y - 0.3), (d - span + 0.5, y - 0.3)
+            arrow(ax, a if up else b, b if up else a, rad=-0.3 / span, lw=0.9,
+                  colour=PALETTE["comm"] if up else PALETTE["accent"])
+    legend(ax, [("holds a partial sum", PALETTE["accent"]), ("holds the total",
+                                                             PALETTE["optimizer"])],
+           loc="lower center", ncol=2, bbox_to_anchor=(0.5, -0.08))
+    lib = _library_terms(n, "tree")
+    note = "" if lib is None else f" The library's tree all-reduce counts the same {lib[0]:g} steps."
+    set_alt(ax, f"A binomial-tree all-reduce over {n} devices, one row per step: in the first "
+            f"{rounds} steps each device whose index is an odd multiple of 1, 2, 4, ... sends its "
+            f"partial sum to the device that far below it, until device 0 holds the total; in the "
+            f"last {rounds} steps the result flows back out the same way.{note}")
     return ax
 
 
 def one_shot_all_reduce(n=8, *, ax=None):
-    """A one-shot all-reduce: in one step every device reads the whole buffer of every other and
-    sums locally (NVSwitch makes all pairs one hop). Returns ax."""
+    """A one-shot all-reduce: in one data step every device reads the whole buffer of every
+    other and sums locally (NVSwitch makes all pairs one hop). Where the library models it
+    (``algorithm_terms(..., "one_shot")``) the title gives its steps s, synchronisations
+    included, and its bytes b per array byte. Returns ax."""
     n = int(check_int("n", n, minimum=2, maximum=16))
+    lib = _library_terms(n, "one_shot")
+    steps = "1 data step" if lib is None else f"1 data step (s = {lib[0]:g} with the syncs)"
     ax = new_axes(ax, (4.2, 4.2))
-    canvas(ax, (-1.6, 1.6), (-1.7, 1.5), f"one-shot all-reduce over {n} devices: 1 step")
+    canvas(ax, (-1.6, 1.6), (-1.7, 1.5), f"one-shot all-reduce over {n} devices: {steps}")
     angle = np.pi / 2 - 2 * np.pi * np.arange(n) / n
     xy = np.c_[np.cos(angle), np.sin(angle)]
     for i in range(n):
@@ -133,9 +162,12 @@ def one_shot_all_reduce(n=8, *, ax=None):
             fontsize=7)
     label(ax, 0, -1.5, f"each device reads the full buffer of the {n - 1} others at once",
           fontsize=7)
+    cost = "" if lib is None else (f" The library counts {lib[0]:g} steps, the data step and the "
+                                   f"synchronisations around it, and {lib[1]:g} times the array's "
+                                   f"bytes into each device.")
     set_alt(ax, f"A one-shot all-reduce over {n} devices placed on a circle with a two-way arrow "
-            f"between every pair: in a single step each device reads the whole buffer of the "
-            f"{n - 1} others and adds them up itself, fewer steps than a ring but more bytes.")
+            f"between every pair: in a single data step each device reads the whole buffer of the "
+            f"{n - 1} others and adds them up itself.{cost}")
     return ax
 
 
@@ -188,4 +220,5 @@ def hierarchical(kind="all-reduce", nbytes=1e9, groups=(4, 2), *, ax=None):
     return ax
 
 
-__all__ = ["ring_all_gather", "tree_all_reduce", "one_shot_all_reduce", "hierarchical"]
+__all__ = ["ring_all_gather", "tree_rounds", "tree_all_reduce", "one_shot_all_reduce",
+           "hierarchical"]
