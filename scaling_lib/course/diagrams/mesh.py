@@ -78,6 +78,9 @@ def sharded_matmul(a_spec=("X", None), b_spec=(None, "Y"), mesh_shape=None, I=40
     True
     """
     mesh_shape = dict(mesh_shape or {"X": 2, "Y": 2})
+    if not 1 <= len(mesh_shape) <= 2 or max(mesh_shape.values()) > 8:
+        raise ValueError(f"mesh_shape={mesh_shape}: the drawing shows meshes of 1 or 2 axes of at "
+                         "most 8 devices each, e.g. {'X': 2, 'Y': 2}")
     m = S.sharded_matmul(I, J, K, a_spec, b_spec, mesh_shape, dtype=dtype, reduce=reduce)
     ax = new_axes(ax, (9, 3.2))
     canvas(ax, (-0.2, 12.6), (-0.9, 2.7))
@@ -101,8 +104,8 @@ def sharded_matmul(a_spec=("X", None), b_spec=(None, "Y"), mesh_shape=None, I=40
     _mesh(ax, 9.3, 0, mesh_shape, m.axis)
     label(ax, 6.2, -0.55, f"case {m.case}: {step}{result}", fontsize=8)
     set_alt(ax, f"Sharded matmul {notation(a_spec, 'IJ', 'A')} times {notation(b_spec, 'JK', 'B')} "
-            f"on a {' by '.join(str(v) for v in mesh_shape.values())} mesh: each matrix is cut "
-            f"into the blocks the mesh axes split it into, coloured by the devices holding them. "
+            f"on a mesh of {' by '.join(str(v) for v in mesh_shape.values())} devices: each matrix "
+            f"is cut into the blocks the mesh axes split it into, coloured by the devices holding them. "
             f"Case {m.case}: {step}{result}.")
     return ax
 
