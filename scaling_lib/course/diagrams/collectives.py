@@ -2,8 +2,8 @@
 
 :func:`ring_all_gather` draws one row per step of a one-way ring all-gather, with the number of
 steps and the bytes each device sends from :mod:`scaling_lib.collectives`; :func:`tree_all_reduce`
-a binomial-tree reduce then broadcast, step by step; :func:`one_shot_all_reduce` every device reading every
-other's buffer at once (NVLink's one-shot); :func:`hierarchical` the phases of
+a binomial-tree reduce then broadcast, step by step; :func:`one_shot_all_reduce` every device
+reading every other's buffer at once (NVLink's one-shot); :func:`hierarchical` the phases of
 :func:`scaling_lib.collectives.hierarchical_schedule` on nodes of devices.
 
 See: the chapter "Networks and collectives".
@@ -134,7 +134,8 @@ def tree_all_reduce(n=8, *, ax=None):
                                                              PALETTE["optimizer"])],
            loc="lower center", ncol=2, bbox_to_anchor=(0.5, -0.08))
     lib = _library_terms(n, "tree")
-    note = "" if lib is None else f" The library's tree all-reduce counts the same {lib[0]:g} steps."
+    note = "" if lib is None else \
+        f" The library's tree all-reduce counts the same {lib[0]:g} steps."
     set_alt(ax, f"A binomial-tree all-reduce over {n} devices, one row per step: in the first "
             f"{rounds} steps each device whose index is an odd multiple of 1, 2, 4, ... sends its "
             f"partial sum to the device that far below it, until device 0 holds the total; in the "

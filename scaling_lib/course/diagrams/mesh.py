@@ -105,7 +105,8 @@ def sharded_matmul(a_spec=("X", None), b_spec=(None, "Y"), mesh_shape=None, I=40
     label(ax, 6.2, -0.55, f"case {m.case}: {step}{result}", fontsize=8)
     set_alt(ax, f"Sharded matmul {notation(a_spec, 'IJ', 'A')} times {notation(b_spec, 'JK', 'B')} "
             f"on a mesh of {' by '.join(str(v) for v in mesh_shape.values())} devices: each matrix "
-            f"is cut into the blocks the mesh axes split it into, coloured by the devices holding them. "
+            f"is cut into the blocks the mesh axes split it into, coloured by the devices holding "
+            f"them. "
             f"Case {m.case}: {step}{result}.")
     return ax
 
