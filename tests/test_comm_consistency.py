@@ -335,3 +335,16 @@ def test_nvls_matches_the_measured_large_message_ratio_and_loses_on_two_gpus():
     assert nvls2 > ring2
     assert C.best_algorithm("all-reduce", 1e9, 2, 450e9, latency=2e-6)[1] == "ring"
     assert C.best_algorithm("all-reduce", 1e9, 8, 450e9, latency=2e-6)[1] == "nvls"
+
+
+def test_tpu_small_messages_pay_one_latency_per_hop():
+    """On ICI a step to the next chip is one hop (1 us): an all-reduce over a wrapped 4x4x4
+    v5p slice takes 2 (2 + 2 + 2) = 12 hops, over an unwrapped 2x4x4 one 2 (1 + 3 + 3) = 14;
+    NCCL's algorithms do not apply (no switch)."""
+    assert C.group_time("all-reduce", 0.0, 64, 1, cluster("tpu-v5p-4x4x4")) == \
+        pytest.approx(12e-6)
+    assert C.group_time("all-reduce", 0.0, 32, 1, cluster("tpu-v5p-2x4x4")) == \
+        pytest.approx(14e-6)
+    small = C.group_time("all-reduce", 16e3, 64, 1, cluster("tpu-v5p-4x4x4"))
+    assert small == C.group_time("all-reduce", 16e3, 64, 1, cluster("tpu-v5p-4x4x4"),
+                                 algorithms=("ring",))

@@ -93,8 +93,8 @@ def collectives(cfg, plan: ParallelPlan, B, T, *, dtype="bf16", grad_dtype=None,
     B is the global batch in sequences of T tokens; ``dtype`` the format of the weights,
     gradients and activations that are communicated; ``grad_dtype`` that of the data-parallel
     gradient reduction (all-reduce or reduce-scatter over dp), default ``dtype`` (Llama 3
-    reduce-scatters its gradients in fp32: Grattafiori et al. 2024, section 3.3.4). How the
-    frameworks run each strategy, as options: ``sp_regather`` (sequence parallelism gathers a
+    reduce-scatters its gradients in fp32: Grattafiori et al. 2024, section 3.3.2, "Numerical
+    stability"). How the frameworks run each strategy, as options: ``sp_regather`` (sequence parallelism gathers a
     column-parallel linear's input again for its weight gradient, Megatron-LM's default:
     :mod:`~scaling_lib.parallelism.tensor`), ``ring_keeps_kv`` (ring attention's backward
     keeps the forward's K/V blocks and sends only dK/dV: :mod:`~scaling_lib.parallelism.
