@@ -25,6 +25,8 @@ from .estimate import StepEstimate, estimate, estimate_arrays  # noqa: E402
 from .kernels import matmul_time  # noqa: E402
 from . import split, steptime, timeline  # noqa: E402  (views of the estimate)
 
-__all__ = ["DEFAULT_CALIBRATION", "SCHEDULES", "Calibration", "Comm", "ParallelPlan", "StepEstimate", "collectives", "constraints",
-           "context", "data", "estimate", "estimate_arrays", "expert", "fsdp", "pipeline",
-           "matmul_time", "pipeline_bubble_fraction", "rules", "split", "steptime", "tensor", "timeline", "totals"]
+__all__ = ["DEFAULT_CALIBRATION", "SCHEDULES", "Calibration", "Comm", "ParallelPlan",
+           "StepEstimate", "collectives", "constraints", "context", "data", "estimate",
+           "estimate_arrays", "expert", "fsdp", "matmul_time", "pipeline",
+           "pipeline_bubble_fraction", "rules", "split", "steptime", "tensor", "timeline",
+           "totals"]
