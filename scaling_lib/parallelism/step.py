@@ -71,25 +71,20 @@ def _cp_layer(c, P, T, a, cluster, cal, core_f, stride):
     """Context-parallel communication per layer and micro-batch, (exposed, total) seconds:
     the plan's ``cp_variant`` collectives from :func:`scaling_lib.parallelism.context.comms`
     (one layer, one micro-batch); an overlappable one hides under attention's forward (its
-    backward: twice that)."""
+    backward: twice that). One vectorised collective time per variant and collective."""
     n = len(P["cp"])
     exposed, total = np.zeros(n), np.zeros(n)
-    sel_cp = P["cp"] > 1
-    if not np.any(sel_cp):
-        return exposed, total
     one = c.with_changes(L=1)
-    uniq, inv = groups(P["tp"], P["cp"], P["micro_batch"],
-                       np.searchsorted(np.array(sorted(context.VARIANTS)), P["cp_variant"]))
-    variants = sorted(context.VARIANTS)
-    for i, (tp, cp, b, vi) in enumerate(uniq):
-        if cp == 1:
-            continue
-        sel = inv == i
-        plan = ParallelPlan(tp=int(tp), cp=int(cp), micro_batch=int(b),
-                            cp_variant=variants[vi])
-        for comm in context.comms(one, plan, int(b), T, dtype={1: "fp8", 2: "bf16"}.get(
-                int(a), "fp32")):
-            t = group_time(comm.kind, comm.nbytes, cp, stride[sel], cluster, cal) * comm.count
+    for variant in np.unique(P["cp_variant"][P["cp"] > 1]):
+        sel = np.flatnonzero((P["cp"] > 1) & (P["cp_variant"] == variant))
+        uniq, inv = groups(P["tp"][sel], P["cp"][sel], P["micro_batch"][sel])
+        per_group = [context.comms(one, ParallelPlan(tp=int(tp), cp=int(cp), micro_batch=int(b),
+                                                     cp_variant=str(variant)), int(b), T,
+                                   dtype=_dt(a)) for tp, cp, b in uniq]
+        for j, comm in enumerate(per_group[0]):  # the same collectives for every group
+            nbytes = np.array([g[j].nbytes for g in per_group])[inv]
+            count = np.array([g[j].count for g in per_group])[inv]
+            t = group_time(comm.kind, nbytes, P["cp"][sel], stride[sel], cluster, cal) * count
             window = core_f[sel] * (2 if comm.phase == "backward" else 1)
             exposed[sel] += np.maximum(0.0, t - window) if comm.overlappable else t
             total[sel] += t
