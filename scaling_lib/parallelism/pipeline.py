@@ -408,13 +408,15 @@ def memory(cfg, plan: ParallelPlan, B, T, **options):
                                            "activations")}, unit="bytes")
 
 
-PIPELINE_RULES = ("pp_layers", "pp_split", "interleaved_m", "zero2_pp")
+# The pipeline's rules in the one table: an uneven split (pp_split) is left to the planner and
+# ``estimate``'s ``rules_broken``: its traffic is well defined (the library's schedules run it).
+PIPELINE_RULES = ("pp_layers", "interleaved_m", "zero2_pp")
 
 
 def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
     """The pipeline's rules of :mod:`scaling_lib.parallelism.rules` that ``plan`` breaks, as
-    sentences: stages need layers, chunks split evenly (or with ``pp_layout="light_ends"``),
-    the interleaved schedule takes micro-batches in groups of pp, no ZeRO-2 with stages.
+    sentences: stages need layers, the interleaved schedule takes micro-batches in groups of
+    pp, no ZeRO-2 with stages.
 
     >>> c = models.TransformerConfig(L=4, D=32, F=64, N=4, K=2, H=8, V=64)
     >>> constraints(c, ParallelPlan(pp=2, virtual_stages=4, schedule="interleaved"), 8, 16)
