@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from ..collectives import group_time as _group_time
 
-# Which algorithms a training step's collectives may use: all that apply (None), as NCCL picks
-# them by size and group (ring and tree across nodes; ring, one-shot, two-shot and NVLS inside
-# an NVSwitch node).
-ALGORITHMS = None
+# Which algorithms a training step's collectives may use, as NCCL picks them by size and group:
+# ring and tree across nodes, NVLS inside an NVSwitch node of H100s and later. Not the one-shot
+# and two-shot all-reduces: NCCL runs them only as its symmetric-memory kernels (NCCL 2.27,
+# 2025), which the training stacks the calibration was fitted on (Megatron-LM on NCCL 2.1x,
+# vTrain's A100 measurements) did not have; serving keeps them (collectives' default).
+ALGORITHMS = ("ring", "tree", "nvls")
 
 
 def group_time(kind, V, g, stride, cluster, cal):
