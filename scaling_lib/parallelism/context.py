@@ -64,6 +64,7 @@ from ..breakdown import Breakdown
 from ..transformer import _attention_core_flops_per_token
 from ..units import MAX_DEVICES, _brief, check_choice, check_count, check_positive, divisors
 from .comms import Comm, element_bytes
+from . import rules as _rules
 from .plan import CP_VARIANTS, ParallelPlan, check_plan, check_step_args
 
 VARIANTS = CP_VARIANTS
@@ -224,42 +225,35 @@ def memory(cfg, plan: ParallelPlan, B, T, **options):
 
 
 def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
-    """The sequence must split into the variant's chunks; Ulysses' heads must split over cp.
+    """The context-parallel rules of :mod:`~scaling_lib.parallelism.rules` that ``plan``
+    breaks, as sentences with the numbers: the sequence splits into 2·cp load-balanced chunks
+    (cp_seq); Ulysses splits the query heads of a tensor rank over cp (cp_heads; fewer kv heads
+    than cp are replicated).
 
     >>> from scaling_lib.models import TransformerConfig
     >>> c = TransformerConfig(L=2, D=32, F=64, N=4, K=2, H=8, V=64)
     >>> constraints(c, ParallelPlan(cp=4), 8, 12)  # doctest: +NORMALIZE_WHITESPACE
-    ['T=12 tokens must be divisible by 2·cp = 8 (load-balanced causal chunks: rank i holds
-      chunks i and 2·cp-1-i)']
+    ['cp_seq: T=12 tokens must be divisible by 2·cp = 8 (load-balanced causal chunks: rank i
+      holds chunks i and 2·cp-1-i)']
     >>> uly = ParallelPlan(cp=8, cp_variant="ulysses")  # K=2 < cp is fine (replicated), N=4 not
     >>> constraints(c, uly, 8, 16)  # doctest: +NORMALIZE_WHITESPACE
-    ['ulysses: N=4 query heads per tensor rank are not divisible by cp=8; choose cp in
-      [1, 2, 4], or the allgather or ring variant']
+    ['cp_heads: ulysses: N=4 query heads per tensor rank are not divisible by cp=8; choose cp
+      in [1, 2, 4], or the allgather or ring variant']
     """
     check_step_args(plan, B, T)
     cp = plan.cp
     if cp == 1:
         return []
     c = models.get(cfg)
-    out = []
-    if plan.cp_variant in ("allgather", "ring"):
-        if T % (2 * cp):
-            out.append(f"T={T} tokens must be divisible by 2·cp = {2 * cp} (load-balanced "
-                       "causal chunks: rank i holds chunks i and 2·cp-1-i)")
-        return out
-    if T % cp:
-        out.append(f"T={T} tokens must be divisible by cp={cp}")
-    n, k = heads_per_rank(c, plan.tp)
-    if n % 1 or n % cp:
-        ok = [d for d in divisors(int(n))] if n % 1 == 0 else [1]
-        out.append(f"ulysses: N={n:g} query heads per tensor rank are not divisible by "
-                   f"cp={cp}; choose cp in {ok}, or the allgather or ring variant")
-    elif k % cp and cp % k:  # fewer kv heads than cp: replicated cp/k times, so k | cp
-        ok = [d for d in divisors(int(n)) if k % d == 0 or d % k == 0]
-        out.append(f"ulysses: K={k:g} key/value heads per tensor rank must divide or be a "
-                   f"multiple of cp={cp} (cp > K replicates them); choose cp in {ok}, or the "
-                   "allgather or ring variant")
-    return out
+    broken = set(_rules.broken(c, plan, B, T))
+    n, _ = heads_per_rank(c, plan.tp)
+    ok = divisors(int(n)) if n % 1 == 0 else [1]
+    sentences = {
+        "cp_seq": f"T={T} tokens must be divisible by 2·cp = {2 * cp} (load-balanced causal "
+                  "chunks: rank i holds chunks i and 2·cp-1-i)",
+        "cp_heads": f"ulysses: N={n:g} query heads per tensor rank are not divisible by "
+                    f"cp={cp}; choose cp in {ok}, or the allgather or ring variant"}
+    return [f"{name}: {sentences[name]}" for name in sentences if name in broken]
 
 
 def layer_bytes(cfg, variant, cp, T, *, b=1, tp=1, dtype="bf16"):

@@ -49,6 +49,7 @@ from ..breakdown import Breakdown
 from ..transformer import _mlp_biases, _mlp_weights
 from ..units import _brief, check_count, check_int, check_positive, divisors
 from .comms import Comm, element_bytes, params_per_device
+from . import rules as _rules
 from .plan import ParallelPlan, check_step_args
 
 
@@ -322,7 +323,8 @@ def memory(cfg, plan: ParallelPlan, B, T, *, recipe="mixed", optimizer="adam", *
 
 
 def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
-    """ep > 1 needs an MoE model whose E experts split evenly over the ep ranks.
+    """ep > 1 needs an MoE model whose E experts split evenly over the ep ranks (the rule
+    ep_experts of :mod:`~scaling_lib.parallelism.rules`, as a sentence with the choices).
 
     (ep dividing dp · cp is checked by :class:`ParallelPlan` itself.)
 
@@ -333,12 +335,12 @@ def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
     if plan.ep == 1:
         return []
     c = models.get(cfg)
+    if "ep_experts" not in _rules.broken(c, plan, B, T):  # the rule's one home
+        return []
     if not c.is_moe:
         return [f"ep={plan.ep} needs a mixture-of-experts model; {c.name or 'cfg'} is dense "
                 "(E=1): use ep=1"]
-    if c.E % plan.ep:
-        return [f"ep={plan.ep} does not divide E={c.E} experts; choose ep in {divisors(c.E)}"]
-    return []
+    return [f"ep={plan.ep} does not divide E={c.E} experts; choose ep in {divisors(c.E)}"]
 
 
 def active_expert_params(cfg) -> Breakdown:
