@@ -186,7 +186,8 @@ def test_pipeline_first_stage_activations_1f1b():
 def test_logits_buffer():
     c = models.get("llama3-8b")
     m = mem.training_memory(c, ParallelPlan(tp=2, micro_batch=2), 2, 4096)
-    assert m["logits"] == 4 * 2 * 4096 * c.V / 2
+    # two fp32 copies at the loss's peak (memory.training.LOSS_FP32_COPIES, sourced there)
+    assert m["logits"] == 2 * 4 * 2 * 4096 * c.V / 2
 
 
 def test_training_memory_broadcasts_over_T():
@@ -227,14 +228,22 @@ plans = st.builds(dict, dp=st.sampled_from([1, 2, 4, 8]), tp=st.sampled_from([1,
 
 
 def _total(cfg, kw, B=64, T=1024):
-    return mem.training_memory(cfg, ParallelPlan(**kw), B, T).total
+    # the tensors only (no CUDA context or NCCL buffers: a new communicator costs memory), ZeRO-3
+    # re-sharding after forward and reduce-scattering every micro-batch (keeping the gathered
+    # stage, as FSDP with pipeline stages does by default, costs more than ZeRO-2: see
+    # test_memory_published.py)
+    return mem.training_memory(cfg, ParallelPlan(**kw), B, T, reserve=False,
+                               reshard_after_forward="always",
+                               grad_accumulation="sharded").total
 
 
 @settings(max_examples=60, deadline=None)
 @given(plans, st.sampled_from(["llama3-8b", "mixtral-8x7b", "gpt3-175b"]))
 def test_memory_never_grows_with_more_sharding(kw, name):
     base = _total(name, kw)
-    if kw["zero"] < 3:
+    # ZeRO-3 over two ranks saves half the 16-bit weights but gathers two units and reduces two
+    # units' gradients at a time: a wash, so the step 2 -> 3 is checked from dp = 4 up
+    if kw["zero"] < 2 or (kw["zero"] == 2 and kw["dp"] >= 4):
         assert _total(name, dict(kw, zero=kw["zero"] + 1)) <= base
     if kw["dp"] < 8:
         assert _total(name, dict(kw, dp=2 * kw["dp"])) <= base
@@ -277,7 +286,7 @@ def test_logits_bytes_and_training_memory_term():
     assert mem.logits_bytes(c, 2, 4096) == 4 * 2 * 4096 * c.V
     assert mem.logits_bytes(c, 2, 4096, 4, copies=3, chunks=8) == 3 * 4 * 2 * 4096 * c.V / 32
     m = mem.training_memory(c, ParallelPlan(tp=2, micro_batch=2), 2, 4096)
-    assert m["logits"] == mem.logits_bytes(c, 2, 4096, 2)
+    assert m["logits"] == mem.logits_bytes(c, 2, 4096, 2, copies=2)
 
 
 @pytest.mark.parametrize("cfg, want", [
@@ -328,20 +337,22 @@ def test_context_parallelism_divides_activations():
 def test_memory_timeline_invariants(kw):
     c = models.get("llama3-8b")
     plan = ParallelPlan(**kw)
-    phases, m = mem.memory_timeline(c, plan, 4096, loss_copies=1)
-    full = mem.training_memory(c, plan, plan.dp * plan.micro_batch, 4096)
+    phases, m = mem.memory_timeline(c, plan, 4096)
+    full = mem.training_memory(c, plan, plan.dp * plan.micro_batch, 4096, reserve=False,
+                               fragmentation=0)
+    transient = sum(full.get(k, 0.0) for k in ("gathered parameters", "communication buffers"))
     assert len(phases) == 2 * c.L + 3 and phases[0] == "start" and phases[-1] == "optimizer"
     i_loss = phases.index("loss")
     # at the loss: every activation and the kept logits, no gradients yet
     assert math.isclose(m["activations"][i_loss], full["activations"] - (
         mem.activation_bytes(c, 1, 4096) if plan.recompute == "full" else 0))
     assert math.isclose(m.total[i_loss] - m["gather buffers"][i_loss],
-                        full.total - full["gradients"] - (
+                        full.total - full["gradients"] - transient - (
                             mem.activation_bytes(c, 1, 4096) if plan.recompute == "full" else 0))
     assert math.isclose(m["gradients"][-1], full["gradients"]) and m["activations"][-1] == 0
     assert np.all(np.diff(m["gradients"][i_loss:]) >= 0)  # built up in the backward pass
     assert (m["gather buffers"].max() > 0) == (plan.zero == 3)
-    _, m2 = mem.memory_timeline(c, plan, 4096, loss_copies=1, fragmentation=0.1)
+    _, m2 = mem.memory_timeline(c, plan, 4096, fragmentation=0.1)
     np.testing.assert_allclose(m2.total, 1.1 * m.total)
     with pytest.raises(ValueError, match="pp=2"):
         mem.memory_timeline(c, ParallelPlan(pp=2), 4096)

@@ -1,0 +1,510 @@
+"""Memory of one device while training a parallel plan: the library's one model of it.
+
+:func:`training_memory_arrays` takes many plans at once (numpy columns, as the planner and
+``estimate_arrays`` hold them) and returns the bytes per device by part; the scalar
+:func:`training_memory` is it for one :class:`ParallelPlan`. Per device, the busier of the
+first pipeline stage (embedding, most micro-batches in flight) and the last (output layer, the
+fp32 logits):
+
+- ``parameters``, ``gradients``, ``optimizer``: the stage's share of the model at the recipe's
+  bytes per parameter, sharded over the ZeRO group by stage (``states.model_state_bytes``).
+- ``gathered parameters`` (ZeRO-3/FSDP): the 16-bit weights the all-gathers materialise, either
+  two units in flight (the one computing, the one prefetched) when weights are re-sharded after
+  the forward pass, or the whole stage kept from its first gather to the end of the step.
+- ``gradient accumulator`` (ZeRO-2/3 over several micro-batches): an unsharded gradient of the
+  stage that accumulates locally until the last micro-batch reduce-scatters it (FSDP's
+  ``no_sync``, PyTorch's pipeline stages), instead of a reduce-scatter after every micro-batch
+  into the sharded gradient.
+- ``activations``: ``activations.activation_bytes`` per layer for the micro-batch, times the
+  stage's layers, times the micro-batches in flight (:func:`in_flight_microbatches`); with full
+  recomputation plus one layer rebuilt in full.
+- ``logits``: the fp32 logits at the loss, on the last stage.
+- ``communication buffers``: ZeRO-2 reduce buckets, ZeRO-3 reduce-scatter inputs, pipeline send
+  and receive buffers, context-parallel K/V blocks, the sequence-parallel all-gather output.
+- ``runtime reserve``: CUDA context and NCCL's buffers per communicator, outside the allocator.
+- ``allocator fragmentation``: a share of the allocated bytes the caching allocator cannot reuse.
+
+Every constant below is sourced; the options say which framework behaviour each choice is.
+
+See: Chapter 6, "Memory for training"; Chapter 13 for the pipeline schedules.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import hardware, models
+from ..breakdown import Breakdown
+from ..parallelism.plan import CP_VARIANTS, RECOMPUTE, SCHEDULES, ParallelPlan
+from ..transformer import (_attention_biases, _attention_weights, _layer_norms, _mlp_biases,
+                           _mlp_weights, _norm_params)
+from ..units import (_brief, check_choice, check_count, check_positive, divisors, dtype_bytes,
+                     fmt_bytes)
+from .activations import _activation_terms, _check_flag, _check_tp, logits_bytes
+from .states import _recipe
+
+# ---- sourced constants -------------------------------------------------------------------------
+# CUDA context of one process (module images, kernel arguments, the driver's own heaps):
+# "~700+ MB depending on the CUDA version and device" (PyTorch forum, ptrblck, "High gpu memory
+# overhead", discuss.pytorch.org/t/81330), 723 MiB for one tensor (discuss.pytorch.org/t/73021).
+CUDA_CONTEXT_BYTES = 0.75e9
+# cuBLAS(Lt) workspace PyTorch keeps per handle and stream: 4096 KiB x 8 on Hopper
+# (CUBLAS_WORKSPACE_CONFIG default ":4096:8", PyTorch docs "Reproducibility").
+CUBLAS_WORKSPACE_BYTES = 8 * 4096 * 1024
+# NCCL's channel buffers of one communicator over NVLink: 544 MB for a 2-rank group, 688 MB for
+# larger ones (4 A100 + NVLink, NVIDIA/nccl#964); linear in the channel count, and beyond two nodes
+# independent of the group size (NVIDIA/nccl#986, a maintainer's answer).
+NCCL_BYTES_PER_COMMUNICATOR = 0.688e9
+NCCL_BYTES_PER_PAIR_COMMUNICATOR = 0.544e9
+# An all-to-all connects every peer: on 8 H100s NCCL's memory rose from 1.06 to 4.34 GB after the
+# first all_to_all_single (32 channels per pair, 10 MiB + 2 MiB buffers each; NVIDIA/nccl#1685),
+# (4.34 - 1.06) / 7 peers. Peers on other nodes use NCCL_NCHANNELS_PER_NET_PEER = 2 channels
+# (NCCL environment docs), 2/32 of that.
+NCCL_ALL_TO_ALL_BYTES_PER_PEER = (4.34e9 - 1.06e9) / 7
+NET_PEER_CHANNEL_SHARE = 2 / 32
+# Megatron-Core's gradient bucket: max(40M, 1M x dp) parameters (DistributedDataParallelConfig
+# bucket_size); with ZeRO-2 two buckets are in flight, one reducing while the next fills.
+GRAD_BUCKET_PARAMS = 40e6
+# fp32 tensors of the logits alive at the loss: Megatron's vocabulary-parallel cross-entropy
+# keeps the fp32 logits (softmax computed in place, Korthikanti et al. 2022 section 4.3) while
+# the bf16 output of the output layer and, in the backward pass, the gradient of the logits
+# exist: about two fp32 copies at the peak.
+LOSS_FP32_COPIES = 2
+# Units FSDP/ZeRO-3 holds gathered when it re-shards after the forward pass: the one computing
+# and the one prefetched (PyTorch FSDP's forward/backward prefetch of one unit ahead,
+# docs "FSDP Notes: FSDP Prefetch Nuances").
+ZERO3_UNITS_IN_FLIGHT = 2
+# The caching allocator's blocks it cannot reuse, as a share of the allocated bytes: GMLake
+# (Guo et al., ASPLOS 2024) measured the stock PyTorch allocator 15% (up to 33%) more
+# fragmented than a stitching allocator over eight LLMs with recomputation, ZeRO and LoRA on
+# A100-80GB; static-shape pre-training without offload sits at the low end. 5% is that low end,
+# an assumption to choose (``fragmentation=``), not a measured constant of your stack.
+ALLOCATOR_FRAGMENTATION = 0.05
+# GPUs per node of an HGX/DGX H100 or A100 (the all-to-all peers reached over NVLink).
+DEVICES_PER_NODE = 8
+
+PLAN_COLUMNS = ("dp", "tp", "pp", "cp", "ep", "zero", "micro_batch", "virtual_stages",
+                "schedule", "recompute", "sequence_parallel")
+PARTS = ("parameters", "gathered parameters", "gradients", "gradient accumulator", "optimizer",
+         "activations", "logits", "communication buffers", "runtime reserve",
+         "allocator fragmentation")
+GRAD_ACCUMULATION = ("auto", "sharded", "unsharded")
+RESHARD = ("auto", "always", "never")
+
+
+def _check_plan(plan):
+    if not isinstance(plan, ParallelPlan):
+        raise ValueError(f"plan={_brief(plan)} must be a ParallelPlan")
+
+
+# ---- the columns of many plans -----------------------------------------------------------------
+def plan_columns(plans) -> dict:
+    """Equal-length numpy columns of a list of ParallelPlans (every field, ``shard_group`` 0 when
+    None), the ``plans`` argument of :func:`training_memory_arrays`.
+
+    >>> plan_columns([ParallelPlan(dp=8, zero=3, shard_group=4)])["shard_group"]
+    array([4])
+    """
+    if isinstance(plans, ParallelPlan) or not isinstance(plans, (list, tuple)) or not plans:
+        raise ValueError(f"plans={_brief(plans)} must be a non-empty list of ParallelPlans")
+    for p in plans:
+        _check_plan(p)
+    cols = {k: np.array([getattr(p, k) for p in plans]) for k in PLAN_COLUMNS}
+    cols["shard_group"] = np.array([p.shard_group or 0 for p in plans], np.int64)
+    cols["cp_variant"] = np.array([p.cp_variant for p in plans])
+    return cols
+
+
+def _columns(plans) -> dict:
+    """Validated, broadcast columns; optional ``shard_group`` (0 or missing: dp·cp) and
+    ``cp_variant`` (missing: "allgather")."""
+    if not isinstance(plans, dict):
+        raise ValueError(f"plans={_brief(plans)} must be a dict of equal-length arrays "
+                         f"{', '.join(PLAN_COLUMNS)} (plan_columns(list_of_plans) makes one)")
+    missing = [k for k in PLAN_COLUMNS if k not in plans]
+    if missing:
+        raise ValueError(f"plans is missing {missing}; it needs arrays {', '.join(PLAN_COLUMNS)}")
+    raw = {k: np.asarray(plans[k]) for k in PLAN_COLUMNS}
+    raw["shard_group"] = np.asarray(plans.get("shard_group", 0))
+    raw["cp_variant"] = np.asarray(plans.get("cp_variant", "allgather"))
+    try:
+        shape = np.broadcast_shapes(*(v.shape for v in raw.values()))
+    except ValueError:
+        raise ValueError("plans must hold arrays of one length (or scalars), got shapes "
+                         f"{sorted({v.shape for v in raw.values()})}") from None
+    P = {k: np.broadcast_to(v, shape).ravel() for k, v in raw.items()}
+    for k in ("dp", "tp", "pp", "cp", "ep", "zero", "micro_batch", "virtual_stages",
+              "shard_group"):
+        v = P[k]
+        low = 0 if k in ("zero", "shard_group") else 1
+        if v.dtype.kind not in "iuf" or (v.dtype.kind == "f" and np.any(v != np.round(v))) \
+                or np.any(v < low):
+            raise ValueError(f"plans[{k!r}]={_brief(plans.get(k))} must hold whole numbers "
+                             f">= {low}")
+        P[k] = v.astype(np.int64)
+    if np.any(P["zero"] > 3):
+        raise ValueError("plans['zero'] holds a stage above 3; valid choices: 0, 1, 2, 3")
+    for k, valid in (("schedule", SCHEDULES), ("recompute", RECOMPUTE),
+                     ("cp_variant", CP_VARIANTS)):
+        bad = sorted(set(map(str, np.unique(P[k]))) - set(valid))
+        if bad:
+            raise ValueError(f"plans[{k!r}] holds {bad}; valid choices: {', '.join(valid)}")
+    if P["sequence_parallel"].dtype.kind not in "bi":
+        raise ValueError("plans['sequence_parallel'] must hold booleans")
+    P["sequence_parallel"] = P["sequence_parallel"].astype(bool)
+    return P
+
+
+# ---- what one stage holds ----------------------------------------------------------------------
+def stage_params(cfg, tp, pp, ep, *, stage="first", stage_layers=None) -> dict:
+    """Parameters one device of a pipeline stage holds before ZeRO, by kind (numpy arrays).
+
+    Returns ``dense`` (attention, norms, dense MLPs, shared experts, routers, the embedding on the
+    first stage and the output layer on the last, all split t ways; vocabulary-parallel
+    embeddings), ``experts`` (routed experts, split e·t ways), ``layers`` on the stage, of which
+    ``moe_layers``, and ``unit``: the largest unit ZeRO-3 gathers at once (a layer, or the
+    embedding). ``stage_layers``: the layers on this stage (default ⌈L/p⌉, the busiest). Dense
+    layers come first (DeepSeek's first k layers), so the first stage holds them. With p > 1 the
+    last stage keeps its own copy of a tied embedding for the output layer (Megatron-LM).
+    Broadcasts over tp, pp and ep.
+
+    >>> s = stage_params("llama3-8b", 1, 1, 1)
+    >>> int(s["dense"][()]) == 8030261248   # every parameter of Llama 3 8B on one device
+    True
+    """
+    c = models.get(cfg)
+    check_choice("stage", stage, ("first", "last"))
+    tp, pp, ep = (np.asarray(x, dtype=float) for x in np.broadcast_arrays(tp, pp, ep))
+    n = np.ceil(c.L / pp) if stage_layers is None else np.asarray(stage_layers, float) + 0 * pp
+    n_dense_total = c.L - c.n_moe_layers
+    if stage == "first":
+        n_dense = np.minimum(n_dense_total, n)
+        n_moe = n - n_dense
+    else:
+        n_moe = np.minimum(c.n_moe_layers, n)
+        n_dense = n - n_moe
+    attn = (_attention_weights(c) + _attention_biases(c)) / tp + _layer_norms(c)
+    mlp = (_mlp_weights(c, c.F) + _mlp_biases(c, c.F)) / tp
+    expert_one = _mlp_weights(c, c.F_e) + _mlp_biases(c, c.F_e)
+    moe_shared = c.n_shared_experts * expert_one / tp + c.D * c.E
+    dense = n * attn + n_dense * mlp + n_moe * moe_shared
+    embedding = (c.V * c.D + c.learned_positions * c.D) / tp
+    output = np.where(pp > 1, c.V * c.D, 0 if c.tied_embeddings else c.V * c.D) / tp \
+        + _norm_params(c, c.D)
+    first, last = stage == "first", stage == "last"
+    dense = dense + np.where(first | (pp == 1), embedding, 0.0) \
+        + np.where(last | (pp == 1), output, 0.0)
+    experts = n_moe * c.E * expert_one / (ep * tp)
+    layer = attn + np.maximum(np.where(n_dense > 0, mlp, 0.0),
+                              np.where(n_moe > 0, moe_shared + c.E * expert_one / (ep * tp), 0.0))
+    return {"dense": dense, "experts": experts, "layers": n, "moe_layers": n_moe,
+            "unit": np.maximum(layer, embedding)}
+
+
+def _in_flight(P, m, stage):
+    """Micro-batches of activations a stage holds at its peak, in units of the stage's layers
+    (see :func:`in_flight_microbatches`)."""
+    p = P["pp"].astype(float)
+    v = P["virtual_stages"].astype(float)
+    r = 0.0 if stage == "first" else p - 1
+    one_f_one_b = np.minimum(p - r, m)
+    # interleaved 1F1B (Megatron-LM schedules.py): rank r runs 2(p - r - 1) + (v - 1)·p warm-up
+    # chunk forwards, then one more before its first backward; each chunk is 1/v of the stage
+    interleaved = np.minimum(2 * (p - r - 1) + (v - 1) * p + 1, m * v) / v
+    out = np.where(v > 1, interleaved, one_f_one_b)
+    out = np.where(P["schedule"] == "gpipe", m, out)
+    return np.where(p == 1, 1.0, out)
+
+
+def in_flight_microbatches(plan: ParallelPlan, n_microbatches, *, stage="first"):
+    """Micro-batches whose activations a pipeline stage holds at its peak.
+
+    1 without a pipeline (gradient accumulation runs micro-batches one after another); GPipe:
+    all m; 1F1B: min(p - r, m) on stage r, so min(p, m) on the first and 1 on the last;
+    interleaved with v chunks: the first stage runs 2(p - 1) + (v - 1)·p warm-up chunk forwards
+    and one more before its first backward, each 1/v of its layers, so p + (p - 1)/v stages' worth
+    = p·(1 + (p - 1)/(p·v)) (Korthikanti et al. 2022, section 4.2.3), at most m.
+
+    >>> in_flight_microbatches(ParallelPlan(pp=4), 16)
+    4.0
+    >>> in_flight_microbatches(ParallelPlan(pp=4, virtual_stages=2, schedule="interleaved"), 16)
+    5.5
+    >>> in_flight_microbatches(ParallelPlan(pp=4), 16, stage="last")
+    1.0
+    """
+    _check_plan(plan)
+    check_choice("stage", stage, ("first", "last"))
+    m = np.asarray(check_count("n_microbatches", n_microbatches), float)
+    P = {k: np.asarray(getattr(plan, k)) for k in ("pp", "virtual_stages", "schedule")}
+    out = _in_flight(P, m, stage)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def _activation_per_token(c, P, T, flash, a, moe, recompute_as=None):
+    """Bytes per token of one layer on each plan's device (dense or MoE layer)."""
+    out = np.zeros(len(P["tp"]))
+    tp = P["tp"].astype(float)
+    for sp in (False, True):
+        for r in RECOMPUTE:
+            sel = (P["sequence_parallel"] == sp) & (P["recompute"] == r)
+            if np.any(sel):
+                terms = _activation_terms(c, moe, T, tp[sel], sp, recompute_as or r, flash, a)
+                out[sel] = sum(np.broadcast_to(v, (int(sel.sum()),)) for v in terms.values())
+    return out
+
+
+def _stage_memory(c, P, m, T, stage, o) -> dict:
+    """Parts of one stage's device (``o``: the options, resolved)."""
+    tp, pp, cp, ep = (P[k].astype(float) for k in ("tp", "pp", "cp", "ep"))
+    zero, b = P["zero"], P["micro_batch"].astype(float)
+    layers = o["stage_layers"][0 if stage == "first" else 1]
+    s = stage_params(c, tp, pp, ep, stage=stage, stage_layers=layers)
+    S = np.where(P["shard_group"] > 0, P["shard_group"], P["dp"] * P["cp"]).astype(float)
+    S_e = np.maximum(S / ep, 1.0)
+    held = s["dense"] + s["experts"]
+
+    def sharded(bytes_per, z):
+        return bytes_per * (np.where(zero >= z, s["dense"] / S, s["dense"])
+                            + np.where(zero >= z, s["experts"] / S_e, s["experts"]))
+
+    p_b, g_b, o_b, g_red = o["p_b"], o["g_b"], o["o_b"], o["g_red"]
+    # ZeRO-3 keeps the gathered stage when pp > 1 ("auto": torchtitan's default, as the Llama 3
+    # paper section 3.3.2 runs FSDP with pipeline stages), two units in flight otherwise
+    keep = np.where(o["reshard"] == "never", True,
+                    np.where(o["reshard"] == "always", False, pp > 1))
+    gathered = np.where((zero >= 3) & (S > 1), np.where(keep, p_b * held,
+                                            ZERO3_UNITS_IN_FLIGHT * p_b * s["unit"]), 0.0)
+    # ZeRO-2/3 over m > 1 micro-batches: an unsharded local accumulator ("auto": with pp > 1,
+    # PyTorch's pipeline stages skip the gradient sync until the last micro-batch) or a
+    # reduce-scatter after each micro-batch into the sharded gradient
+    unsharded = np.where(o["grad_accumulation"] == "unsharded", True,
+                         np.where(o["grad_accumulation"] == "sharded", False, pp > 1))
+    accumulator = np.where((zero >= 2) & (S > 1) & (m > 1) & unsharded, g_red * held, 0.0)
+
+    n, n_moe = s["layers"], s["moe_layers"]
+    tokens = b * T / cp
+    dense_tok, moe_tok, full_dense, full_moe = o["per_token"]
+    stored = ((n - n_moe) * dense_tok + n_moe * moe_tok) * tokens * _in_flight(P, m, stage)
+    working = np.maximum(np.where(n - n_moe > 0, full_dense, 0.0),
+                         np.where(n_moe > 0, full_moe, 0.0)) * tokens
+    acts = stored + np.where(P["recompute"] == "full", working, 0.0)
+    last = (stage == "last") | (pp == 1)
+    logits = np.where(last, logits_bytes(c, b, T / cp, 1, copies=LOSS_FP32_COPIES) / tp, 0.0)
+
+    # communication buffers
+    act_mb = tokens * c.D * o["a"]  # one micro-batch's hidden states on this device
+    bucket = np.minimum(np.maximum(GRAD_BUCKET_PARAMS, 1e6 * S), held)
+    dp_buf = np.where(zero == 2, 2 * bucket * g_red,
+                      np.where(zero >= 3, ZERO3_UNITS_IN_FLIGHT * s["unit"] * g_red, 0.0))
+    dp_buf = np.where(S > 1, dp_buf, 0.0)
+    pp_buf = np.where(pp > 1, 2 * act_mb / np.where(P["sequence_parallel"], tp, 1.0), 0.0)
+    kv_mb = 2 * tokens * c.K * c.H * o["a"] / np.minimum(tp, c.K)  # K and V of one layer
+    cp_buf = np.where(cp > 1, np.where(P["cp_variant"] == "allgather", kv_mb * cp,
+                                       np.where(P["cp_variant"] == "ring", 2 * kv_mb, 0.0)), 0.0)
+    sp_buf = np.where(P["sequence_parallel"] & (tp > 1), act_mb, 0.0)
+
+    # the process's fixed costs outside the allocator: CUDA context, cuBLAS, NCCL communicators
+    pair = NCCL_BYTES_PER_PAIR_COMMUNICATOR
+    comm = NCCL_BYTES_PER_COMMUNICATOR
+    nccl = (np.where(S > 1, np.where(S == 2, pair, comm), 0.0)
+            + np.where(P["dp"] * P["cp"] > S, comm, 0.0)  # HSDP's replica all-reduce
+            + np.where(tp > 1, np.where(tp == 2, pair, comm), 0.0)
+            + np.where(pp > 1, pair, 0.0)
+            + np.where(cp > 1, np.where(cp == 2, pair, comm), 0.0))
+    near = np.minimum(ep, o["devices_per_node"]) - 1
+    nccl = nccl + np.where(ep > 1, NCCL_ALL_TO_ALL_BYTES_PER_PEER * (
+        near + (ep - 1 - near) * NET_PEER_CHANNEL_SHARE), 0.0)
+    reserve = (CUDA_CONTEXT_BYTES + CUBLAS_WORKSPACE_BYTES + nccl) if o["reserve"] else 0.0 * tp
+
+    parts = {"parameters": sharded(p_b, 3), "gathered parameters": gathered,
+             "gradients": sharded(g_red, 2), "gradient accumulator": accumulator,
+             "optimizer": sharded(o_b, 1), "activations": acts, "logits": logits,
+             "communication buffers": dp_buf + pp_buf + cp_buf + sp_buf}
+    allocated = sum(parts.values())
+    parts["runtime reserve"] = reserve + 0 * allocated
+    parts["allocator fragmentation"] = o["fragmentation"] * allocated
+    return parts
+
+
+def training_memory_arrays(cfg, plans: dict, global_batch, T, *, dtype="bf16",
+                           recipe: str = "mixed", optimizer: str = "adam",
+                           flash_attention: bool = True, grad_reduce_dtype=None,
+                           grad_accumulation: str = "auto", reshard_after_forward="auto",
+                           stage_layers=None, fragmentation=ALLOCATOR_FRAGMENTATION,
+                           reserve: bool = True, devices_per_node=DEVICES_PER_NODE) -> dict:
+    """Bytes per device by part for n plans at once: ``{part: array of shape (n,)}``.
+
+    ``plans``: columns ``dp, tp, pp, cp, ep, zero, micro_batch, virtual_stages`` (ints),
+    ``schedule``, ``recompute`` (strings), ``sequence_parallel`` (bools), optionally
+    ``shard_group`` (ints, 0 for all dp·cp ranks; HSDP when smaller) and ``cp_variant``
+    (strings); scalars broadcast. :func:`plan_columns` builds them from ParallelPlans.
+    ``global_batch``: sequences per step, so m = global_batch / (dp · micro_batch) micro-batches.
+    The parts are those of the module docstring, for the busier of the first and the last
+    pipeline stage (by total). The plans are not checked against the model's shape (tp vs heads,
+    pp vs layers): :mod:`scaling_lib.parallelism.rules` does that.
+
+    Options (each a framework's behaviour, memory side):
+    ``grad_reduce_dtype``: width of the accumulated and reduced gradients ("fp32": Megatron-LM's
+    main_grad buffer, the Llama 3 paper's fp32 reduce-scatter, section 3.3.2; default: the
+    recipe's). ``grad_accumulation``: with ZeRO-2/3 and m > 1, "sharded" reduce-scatters every
+    micro-batch (DeepSpeed ZeRO-2, FSDP's default), "unsharded" keeps a full local accumulator
+    until the last one (FSDP ``no_sync``); "auto": unsharded when pp > 1 (PyTorch pipelining).
+    ``reshard_after_forward``: ZeRO-3 "always" frees each unit after its forward (and gathers it
+    again for the backward and every micro-batch), "never" keeps the stage's weights from the
+    first gather to the end of the step; "auto": never when pp > 1 (torchtitan's default).
+    ``stage_layers``: (first, last) layers on those stages, for uneven layouts such as Llama 3
+    405B's 7 + 14·8 + 7 (default ⌈L/p⌉ each). ``fragmentation``: the allocator's share;
+    ``reserve``: count the CUDA context and NCCL buffers.
+
+    >>> r = training_memory_arrays("llama3-8b", plan_columns([ParallelPlan(dp=8, zero=1)]), 8,
+    ...                            4096)
+    >>> sorted(r) == sorted(PARTS)
+    True
+    """
+    c = models.get(cfg)
+    P = _columns(plans)
+    T = float(check_count("T", T))
+    B = np.asarray(check_count("global_batch", global_batch), float)
+    _check_flag("flash_attention", flash_attention)
+    _check_flag("reserve", reserve)
+    check_choice("grad_accumulation", grad_accumulation, GRAD_ACCUMULATION)
+    check_choice("reshard_after_forward", reshard_after_forward, RESHARD + (True, False))
+    reshard = {True: "always", False: "never"}.get(reshard_after_forward, reshard_after_forward)
+    frag = float(check_positive("fragmentation", fragmentation, allow_zero=True))
+    if frag >= 1:
+        raise ValueError(f"fragmentation={fragmentation!r} is a share of the allocated bytes; "
+                         "choose a value in [0, 1)")
+    if stage_layers is None:
+        stage_layers = (None, None)
+    elif np.shape(stage_layers)[:1] != (2,):
+        raise ValueError(f"stage_layers={_brief(stage_layers)} must be (first, last) layers")
+    p_b, g_b, o_b = _recipe(recipe, optimizer)
+    g_red = g_b if grad_reduce_dtype is None else dtype_bytes(grad_reduce_dtype)
+    m = B / (P["dp"] * P["micro_batch"])
+    opts = dict(p_b=p_b, g_b=g_b, o_b=o_b, g_red=g_red, a=dtype_bytes(dtype),
+                flash=flash_attention, reshard=reshard, grad_accumulation=grad_accumulation,
+                stage_layers=stage_layers, fragmentation=frag, reserve=reserve,
+                devices_per_node=check_count("devices_per_node", devices_per_node))
+    # bytes per token of one layer: stored (dense, MoE) and rebuilt in full (dense, MoE)
+    a, zero = opts["a"], np.zeros(len(m))
+    opts["per_token"] = tuple(
+        _activation_per_token(c, P, T, flash_attention, a, moe, r) if (c.is_moe or not moe)
+        else zero for r in (None, "none") for moe in (False, True))
+    first = _stage_memory(c, P, m, T, "first", opts)
+    last = _stage_memory(c, P, m, T, "last", opts)
+    pick_last = sum(last.values()) > sum(first.values())
+    return {k: np.where(pick_last, last[k], first[k]) for k in PARTS}
+
+
+def training_memory(cfg, plan: ParallelPlan | None = None, B=None, T=2048, *,
+                    recipe: str = "mixed", optimizer: str = "adam", flash_attention: bool = True,
+                    dtype="bf16", overhead_bytes=0.0, grad_reduce_dtype=None,
+                    grad_accumulation: str = "auto", reshard_after_forward="auto",
+                    stage_layers=None, fragmentation=ALLOCATOR_FRAGMENTATION,
+                    reserve: bool = True, devices_per_node=DEVICES_PER_NODE) -> Breakdown:
+    """Memory of one device while training, by part: :func:`training_memory_arrays` for one plan.
+
+    Parts (bytes): ``parameters``, ``gradients``, ``optimizer`` (the stage's share at the
+    recipe's bytes per parameter, sharded over the ZeRO group by stage), ``activations``
+    (per layer, times the stage's layers, times the micro-batches in flight), ``logits`` (fp32,
+    last stage), and the terms people forget: ``gathered parameters`` and ``gradient
+    accumulator`` (ZeRO-3 / ZeRO-2), ``communication buffers``, ``runtime reserve`` (CUDA
+    context, NCCL) and ``allocator fragmentation``; a part that is zero for this plan is left
+    out. ``overhead_bytes``: any allowance of your own, shown as ``overhead`` when > 0.
+    ``reserve=False, fragmentation=0`` leaves the textbook's tensors only.
+    Activations scale with the micro-batch, not the global batch B: gradient accumulation runs
+    the B / (dp · micro_batch) micro-batches one after another (with ZeRO-2/3 it may cost an
+    unsharded gradient accumulator: see ``grad_accumulation``).
+
+    Args: cfg, plan (ParallelPlan; default one device), B (global batch in sequences; default
+    dp · micro_batch), T (sequence length). Broadcasts over T. Options as
+    :func:`training_memory_arrays`.
+
+    >>> mem = training_memory("llama3-8b", ParallelPlan(), 1, 4096, reserve=False,
+    ...                       fragmentation=0)
+    >>> round(mem["parameters"] / 1e9, 1), round(mem.total / 1e9)
+    (16.1, 151)
+    """
+    c = models.get(cfg)
+    plan = ParallelPlan() if plan is None else plan
+    _check_plan(plan)
+    if B is None:
+        B = plan.dp * plan.micro_batch
+    plan.n_microbatches(B)  # B must be a multiple of dp · micro_batch
+    _check_shape(c, plan)
+    overhead = check_positive("overhead_bytes", overhead_bytes, allow_zero=True)
+    Ts = np.asarray(check_count("T", T, sweep=True))
+    cols = plan_columns([plan])
+    kw = dict(dtype=dtype, recipe=recipe, optimizer=optimizer, flash_attention=flash_attention,
+              grad_reduce_dtype=grad_reduce_dtype, grad_accumulation=grad_accumulation,
+              reshard_after_forward=reshard_after_forward, stage_layers=stage_layers,
+              fragmentation=fragmentation, reserve=reserve, devices_per_node=devices_per_node)
+    rows = [training_memory_arrays(c, cols, B, float(t), **kw) for t in Ts.ravel()]
+    parts = {}
+    for k in PARTS:
+        v = np.array([float(r[k][0]) for r in rows]).reshape(Ts.shape)
+        if np.any(v > 0) or k in ("parameters", "gradients", "optimizer", "activations",
+                                  "logits"):
+            # a part that does not change with T (the model states) stays a number
+            parts[k] = float(v.flat[0]) if v.ndim == 0 or np.all(v == v.flat[0]) else v
+    if np.any(overhead > 0):
+        parts["overhead"] = overhead
+    return Breakdown(parts, unit="bytes")
+
+
+def _check_shape(c, plan):
+    """The plan's degrees against the model's shape (until ``parallelism.rules`` holds them)."""
+    _check_tp(c, plan.tp, "does not divide")
+    if plan.pp > c.L:
+        raise ValueError(f"pp={plan.pp} stages exceed L={c.L} layers; choose pp <= {c.L}")
+    if c.is_moe and c.E % plan.ep:
+        raise ValueError(f"ep={plan.ep} does not divide E={c.E} experts; choose ep in "
+                         f"{divisors(c.E)}")
+    if not c.is_moe and plan.ep != 1:
+        raise ValueError(f"ep={plan.ep} needs a mixture-of-experts model; {c.name or 'cfg'} "
+                         "is dense (E=1): use ep=1")
+
+
+def _first_stage_params(c, plan: ParallelPlan) -> tuple[float, float, int, int]:
+    """(non-expert params, expert params) on one device of the first pipeline stage, before
+    ZeRO; and that stage's (dense layers, MoE layers). :func:`stage_params` for one plan."""
+    s = stage_params(c, plan.tp, plan.pp, plan.ep)
+    n, n_moe = int(s["layers"]), int(s["moe_layers"])
+    return float(s["dense"]), float(s["experts"]), n - n_moe, n_moe
+
+
+def check_fit(memory: Breakdown, accelerator, *, reserve_bytes=0.0) -> tuple[bool, str]:
+    """Whether a per-device memory Breakdown fits in the accelerator's HBM, and why not.
+
+    >>> ok, why = check_fit(training_memory("llama3-8b", ParallelPlan(), 1, 4096), "h100")
+    >>> ok, why.split(";")[0]
+    (False, '159 GB needed > 80 GB of HBM on h100')
+    """
+    if not isinstance(memory, Breakdown):
+        raise ValueError(f"memory={_brief(memory)} must be a Breakdown of bytes "
+                         "(training_memory(...) returns one)")
+    acc = hardware.get(accelerator)
+    reserve = check_positive("reserve_bytes", reserve_bytes, allow_zero=True)
+    total = float(np.max(memory.total))
+    room = acc.hbm_bytes - reserve
+    if total <= room:
+        return True, f"{fmt_bytes(total)} of {fmt_bytes(room)} used on {acc.name}"
+    big = max(memory, key=lambda k: float(np.max(memory[k])))
+    share = float(np.max(memory[big])) / total
+    return False, (f"{fmt_bytes(total)} needed > {fmt_bytes(room)} of HBM on {acc.name}; "
+                   f"largest part: {big} ({share:.0%}). " + _advice(big))
+
+
+def _advice(part: str) -> str:
+    return {
+        "parameters": "Shard parameters: ZeRO-3/FSDP, or more tp/pp.",
+        "gathered parameters": "Re-shard after the forward pass, or more tp/pp.",
+        "gradients": "Shard gradients: ZeRO-2 or higher, or more tp/pp.",
+        "gradient accumulator": "Reduce-scatter every micro-batch (sharded accumulation), or "
+                                "fewer micro-batches.",
+        "optimizer": "Shard the optimizer state: ZeRO-1 or higher, or more tp/pp.",
+        "activations": "Recompute (selective or full), use sequence parallelism, a smaller "
+                       "micro-batch, or more tp/cp.",
+        "logits": "Use more tp (vocabulary-parallel loss) or a smaller micro-batch.",
+        "overhead": "Reduce the fixed allowance.",
+    }.get(part, "")
