@@ -82,9 +82,19 @@ def _activation_terms(cfg, moe_layer: bool, T_kv, tp, sp: bool, recompute: str, 
         mlp = copies * ((n_mats * c.F_e if c.glu else 2 * c.F_e) + D) * a / t + 4.0 * c.E
     else:
         mlp = (n_mats if c.glu else 2) * a * c.F / t
+    if recompute == "selective-matmuls" and not moe_layer and c.mla is None:
+        # PyTorch/torchtitan per-op selective checkpointing (torchtitan's "op" SAC policy,
+        # activation_checkpoint.py): keep the outputs of attention and of every other matmul of
+        # the layer, recompute the rest. A Llama layer's matmuls run wq, wk, wv, wo, w1, w3, w2:
+        # the outputs of wq, wv, w1 and w2 (or fc1 without a gate) stay, with the layer input.
+        kept_mlp = a * c.F / t + (a * D * rep if c.glu else 0.0)
+        return {"norms, inputs and masks": a * D * rep,
+                "q, k, v": a * (N * c.H / t + c.H * np.maximum(c.K / t, 1.0)),
+                "attention output": a * N * c.H / t, "mlp hidden": kept_mlp,
+                "attention scores": (4.0 * N / t if flash else 0.0 * T_kv)}
     if flash:
         scores = 4.0 * N / t  # fp32 log-sum-exp per query row; the T x T scores never stored
-    elif recompute == "selective":
+    elif recompute.startswith("selective"):
         scores = 0.0 * T_kv  # recomputed in the backward pass
     else:
         # softmax output (the input of AV), plus dropout's mask and output when there is dropout
@@ -93,8 +103,19 @@ def _activation_terms(cfg, moe_layer: bool, T_kv, tp, sp: bool, recompute: str, 
             "attention output": attn_out, "mlp hidden": mlp, "attention scores": scores}
 
 
+SELECTIVE = ("attention", "matmuls")
+
+
+def _recompute_kind(recompute, selective):
+    """The internal name of a recomputation: "selective" by ``selective`` policy."""
+    check_choice("selective", selective, SELECTIVE)
+    return "selective-matmuls" if recompute == "selective" and selective == "matmuls" \
+        else recompute
+
+
 def activation_breakdown(cfg, B, T, recompute: str = "none", tp=1, sequence_parallel=False, *,
-                         flash_attention: bool = True, cp=1, dtype="bf16") -> Breakdown:
+                         flash_attention: bool = True, cp=1, dtype="bf16",
+                         selective: str = "attention") -> Breakdown:
     """Activation bytes of one layer on one device, by term (averaged over layers for MoE
     models whose first layers are dense). Args as :func:`activation_bytes`.
 
@@ -104,6 +125,7 @@ def activation_breakdown(cfg, B, T, recompute: str = "none", tp=1, sequence_para
     """
     c = models.get(cfg)
     check_choice("recompute", recompute, ("none", "selective", "full"))
+    kind = _recompute_kind(recompute, selective)
     B = check_count("B", B, sweep=True)
     T = check_count("T", T, sweep=True)
     cp = check_count("cp", cp)
@@ -117,7 +139,7 @@ def activation_breakdown(cfg, B, T, recompute: str = "none", tp=1, sequence_para
     for count, moe in layers:
         if not count:
             continue
-        terms = _activation_terms(c, moe, T, t, bool(sequence_parallel), recompute,
+        terms = _activation_terms(c, moe, T, t, bool(sequence_parallel), kind,
                                   flash_attention, a)
         for key, v in terms.items():
             parts[key] = parts.get(key, 0.0) + count / c.L * tokens * v
@@ -125,7 +147,8 @@ def activation_breakdown(cfg, B, T, recompute: str = "none", tp=1, sequence_para
 
 
 def activation_bytes(cfg, B, T, recompute: str = "none", tp=1, sequence_parallel=False, *,
-                     flash_attention: bool = True, cp=1, dtype="bf16"):
+                     flash_attention: bool = True, cp=1, dtype="bf16",
+                     selective: str = "attention"):
     """Activation bytes one layer keeps for the backward pass, per device.
 
     Korthikanti et al. 2022 (section 4), generalised: per token, the norm inputs, the inputs
@@ -138,6 +161,13 @@ def activation_bytes(cfg, B, T, recompute: str = "none", tp=1, sequence_parallel
     row); pass ``flash_attention=False`` for Korthikanti's formulas, which store them. ``cp``
     splits the T tokens over context-parallel ranks, so every term is divided by cp (without
     FlashAttention the scores still span all T keys). Broadcasts over B, T and tp.
+
+    ``selective``: which selective recomputation. "attention" (Korthikanti's, Megatron-LM's
+    default ``--recompute-granularity selective``): the attention core is recomputed, which
+    saves nothing more once FlashAttention already recomputes the scores. "matmuls"
+    (torchtitan's per-op policy): keep the outputs of attention and of every other matmul
+    (wq, wv, w1, w2 of a Llama layer) and the layer input, recompute the rest; MoE and MLA
+    layers keep the "attention" accounting (an upper bound).
 
     Args: cfg, B (micro-batch, sequences), T (tokens), tp (tensor-parallel degree),
     dtype (activation format; masks take 1 byte).
@@ -152,7 +182,8 @@ def activation_bytes(cfg, B, T, recompute: str = "none", tp=1, sequence_parallel
     True
     """
     return activation_breakdown(cfg, B, T, recompute, tp, sequence_parallel,
-                                flash_attention=flash_attention, cp=cp, dtype=dtype).total
+                                flash_attention=flash_attention, cp=cp, dtype=dtype,
+                                selective=selective).total
 
 
 def checkpointed_activation_bytes(cfg, B, T, every, *, tp=1, sequence_parallel=False,

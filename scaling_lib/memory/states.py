@@ -30,6 +30,11 @@ RECIPES: dict[str, tuple[float, float, float, float]] = {
     # 8-bit Adam (Dettmers et al. 2022, block-wise quantised states; one fp32 scale per block of
     # 2048 values, 0.002 bytes, left out): mixed precision with 1-byte moments, 2 + 2 + 4 + 2 = 10.
     "mixed_8bit_adam": (2, 2, 4, 1),
+    # PyTorch FSDP mixed precision (MixedPrecision / MixedPrecisionPolicy): the sharded fp32
+    # parameters are the master copy (cast to the compute dtype when gathered, a transient the
+    # memory model counts apart), fp32 gradient shards, fp32 Adam: 4 + 4 + 8 = 16 per parameter,
+    # all of it sharded under ZeRO-3 (torch.distributed.fsdp docs; torchtitan, Composer).
+    "fsdp": (4, 4, 0, 4),
     # fp8 training as in DeepSeek-V3 (section 3.3): matmuls read 1-byte fp8 copies of the weights;
     # fp32 master weights and fp32 gradients (for accumulation) stay, and Adam's moments are
     # kept in bf16: 1 + 4 + 4 + 2·2 = 13. fp8 shrinks the weights the matmuls read and the

@@ -40,7 +40,8 @@ from ..transformer import (_attention_biases, _attention_weights, _layer_norms, 
                            _mlp_weights, _norm_params)
 from ..units import (_brief, check_choice, check_count, check_positive, divisors, dtype_bytes,
                      fmt_bytes)
-from .activations import _activation_terms, _check_flag, _check_tp, logits_bytes
+from .activations import (_activation_terms, _check_flag, _check_tp, _recompute_kind,
+                          logits_bytes)
 from .states import _recipe
 
 # ---- sourced constants -------------------------------------------------------------------------
@@ -65,21 +66,27 @@ NET_PEER_CHANNEL_SHARE = 2 / 32
 # Megatron-Core's gradient bucket: max(40M, 1M x dp) parameters (DistributedDataParallelConfig
 # bucket_size); with ZeRO-2 two buckets are in flight, one reducing while the next fills.
 GRAD_BUCKET_PARAMS = 40e6
-# fp32 tensors of the logits alive at the loss: Megatron's vocabulary-parallel cross-entropy
-# keeps the fp32 logits (softmax computed in place, Korthikanti et al. 2022 section 4.3) while
-# the bf16 output of the output layer and, in the backward pass, the gradient of the logits
-# exist: about two fp32 copies at the peak.
-LOSS_FP32_COPIES = 2
+# Copies of the logits alive at the loss, in the loss's dtype (fp32 under autocast or Megatron's
+# vocabulary-parallel cross-entropy): the log-softmax (or softmax, computed in place,
+# Korthikanti et al. 2022 section 4.3) kept for the backward pass, plus the cast input in the
+# forward pass or the gradient of the logits in the backward pass: two at the peak.
+LOSS_COPIES = 2
+LOSS_FP32_COPIES = LOSS_COPIES  # the name an earlier version used
 # Units FSDP/ZeRO-3 holds gathered when it re-shards after the forward pass: the one computing
 # and the one prefetched (PyTorch FSDP's forward/backward prefetch of one unit ahead,
 # docs "FSDP Notes: FSDP Prefetch Nuances").
 ZERO3_UNITS_IN_FLIGHT = 2
-# The caching allocator's blocks it cannot reuse, as a share of the allocated bytes: GMLake
-# (Guo et al., ASPLOS 2024) measured the stock PyTorch allocator 15% (up to 33%) more
-# fragmented than a stitching allocator over eight LLMs with recomputation, ZeRO and LoRA on
-# A100-80GB; static-shape pre-training without offload sits at the low end. 5% is that low end,
-# an assumption to choose (``fragmentation=``), not a measured constant of your stack.
-ALLOCATOR_FRAGMENTATION = 0.05
+# The caching allocator's blocks it cannot reuse, as a share of the allocated bytes. It depends
+# on the allocation pattern, not the hardware: GMLake (Guo et al., ASPLOS 2024) measured the stock
+# PyTorch allocator 15% (up to 33%) more fragmented than a stitching allocator over eight LLMs
+# whose memory-saving techniques (recomputation, ZeRO-3, offload, LoRA) make allocations
+# irregular; pre-training with fixed shapes replays the same allocations every step and reuses
+# the same blocks, and its allocation is rounded to 512 B inside 2 MiB / 20 MiB segments
+# (CUDACachingAllocator.cpp: kMinBlockSize, kSmallBuffer, kLargeBuffer). The default is that
+# static case, 0 (MosaicML's MPT sweeps, whose micro-batches were pushed to the largest that
+# ran, fit at 0 and not at 5%: tests/test_memory_published.py); pass 0.15 for irregular
+# workloads.
+ALLOCATOR_FRAGMENTATION = 0.0
 # GPUs per node of an HGX/DGX H100 or A100 (the all-to-all peers reached over NVLink).
 DEVICES_PER_NODE = 8
 
@@ -240,7 +247,7 @@ def in_flight_microbatches(plan: ParallelPlan, n_microbatches, *, stage="first")
     return float(out) if np.ndim(out) == 0 else out
 
 
-def _activation_per_token(c, P, T, flash, a, moe, recompute_as=None):
+def _activation_per_token(c, P, T, flash, a, moe, recompute_as=None, selective="attention"):
     """Bytes per token of one layer on each plan's device (dense or MoE layer)."""
     out = np.zeros(len(P["tp"]))
     tp = P["tp"].astype(float)
@@ -248,7 +255,8 @@ def _activation_per_token(c, P, T, flash, a, moe, recompute_as=None):
         for r in RECOMPUTE:
             sel = (P["sequence_parallel"] == sp) & (P["recompute"] == r)
             if np.any(sel):
-                terms = _activation_terms(c, moe, T, tp[sel], sp, recompute_as or r, flash, a)
+                kind = recompute_as or _recompute_kind(r, selective)
+                terms = _activation_terms(c, moe, T, tp[sel], sp, kind, flash, a)
                 out[sel] = sum(np.broadcast_to(v, (int(sel.sum()),)) for v in terms.values())
     return out
 
@@ -272,8 +280,9 @@ def _stage_memory(c, P, m, T, stage, o) -> dict:
     # paper section 3.3.2 runs FSDP with pipeline stages), two units in flight otherwise
     keep = np.where(o["reshard"] == "never", True,
                     np.where(o["reshard"] == "always", False, pp > 1))
-    gathered = np.where((zero >= 3) & (S > 1), np.where(keep, p_b * held,
-                                            ZERO3_UNITS_IN_FLIGHT * p_b * s["unit"]), 0.0)
+    a = o["a"]  # gathered weights are in the compute dtype (FSDP's param_dtype)
+    gathered = np.where((zero >= 3) & (S > 1), np.where(keep, a * held,
+                                            ZERO3_UNITS_IN_FLIGHT * a * s["unit"]), 0.0)
     # ZeRO-2/3 over m > 1 micro-batches: an unsharded local accumulator ("auto": with pp > 1,
     # PyTorch's pipeline stages skip the gradient sync until the last micro-batch) or a
     # reduce-scatter after each micro-batch into the sharded gradient
@@ -289,7 +298,8 @@ def _stage_memory(c, P, m, T, stage, o) -> dict:
                          np.where(n_moe > 0, full_moe, 0.0)) * tokens
     acts = stored + np.where(P["recompute"] == "full", working, 0.0)
     last = (stage == "last") | (pp == 1)
-    logits = np.where(last, logits_bytes(c, b, T / cp, 1, copies=LOSS_FP32_COPIES) / tp, 0.0)
+    logits = np.where(last, logits_bytes(c, b, T / cp, 1, copies=LOSS_COPIES) / tp, 0.0) \
+        * o["loss_bytes"] / 4
 
     # communication buffers
     act_mb = tokens * c.D * o["a"]  # one micro-batch's hidden states on this device
@@ -316,8 +326,11 @@ def _stage_memory(c, P, m, T, stage, o) -> dict:
         near + (ep - 1 - near) * NET_PEER_CHANNEL_SHARE), 0.0)
     reserve = (CUDA_CONTEXT_BYTES + CUBLAS_WORKSPACE_BYTES + nccl) if o["reserve"] else 0.0 * tp
 
+    # the gradients the optimizer reads: with ZeRO <= 1 the unsharded buffer that is reduced in
+    # place (at the reduction width); with ZeRO >= 2 the shards, at the recipe's width
+    grads = np.where(zero >= 2, sharded(g_b, 2), sharded(g_red, 2))
     parts = {"parameters": sharded(p_b, 3), "gathered parameters": gathered,
-             "gradients": sharded(g_red, 2), "gradient accumulator": accumulator,
+             "gradients": grads, "gradient accumulator": accumulator,
              "optimizer": sharded(o_b, 1), "activations": acts, "logits": logits,
              "communication buffers": dp_buf + pp_buf + cp_buf + sp_buf}
     allocated = sum(parts.values())
@@ -331,7 +344,8 @@ def training_memory_arrays(cfg, plans: dict, global_batch, T, *, dtype="bf16",
                            flash_attention: bool = True, grad_reduce_dtype=None,
                            grad_accumulation: str = "auto", reshard_after_forward="auto",
                            stage_layers=None, fragmentation=ALLOCATOR_FRAGMENTATION,
-                           reserve: bool = True, devices_per_node=DEVICES_PER_NODE) -> dict:
+                           reserve: bool = True, devices_per_node=DEVICES_PER_NODE,
+                           selective: str = "attention", loss_dtype="fp32") -> dict:
     """Bytes per device by part for n plans at once: ``{part: array of shape (n,)}``.
 
     ``plans``: columns ``dp, tp, pp, cp, ep, zero, micro_batch, virtual_stages`` (ints),
@@ -354,7 +368,11 @@ def training_memory_arrays(cfg, plans: dict, global_batch, T, *, dtype="bf16",
     first gather to the end of the step; "auto": never when pp > 1 (torchtitan's default).
     ``stage_layers``: (first, last) layers on those stages, for uneven layouts such as Llama 3
     405B's 7 + 14·8 + 7 (default ⌈L/p⌉ each). ``fragmentation``: the allocator's share;
-    ``reserve``: count the CUDA context and NCCL buffers.
+    ``reserve``: count the CUDA context and NCCL buffers. ``selective``: which selective
+    recomputation ("attention": Megatron-LM's; "matmuls": torchtitan's per-op policy; see
+    :func:`~scaling_lib.memory.activations.activation_bytes`). ``loss_dtype``: the dtype the
+    loss holds its logits in ("fp32" under autocast or Megatron; "bf16" when the model runs
+    purely in bf16, as FSDP's PURE mixed precision).
 
     >>> r = training_memory_arrays("llama3-8b", plan_columns([ParallelPlan(dp=8, zero=1)]), 8,
     ...                            4096)
@@ -368,6 +386,7 @@ def training_memory_arrays(cfg, plans: dict, global_batch, T, *, dtype="bf16",
     _check_flag("flash_attention", flash_attention)
     _check_flag("reserve", reserve)
     check_choice("grad_accumulation", grad_accumulation, GRAD_ACCUMULATION)
+    _recompute_kind("selective", selective)  # a known policy
     check_choice("reshard_after_forward", reshard_after_forward, RESHARD + (True, False))
     reshard = {True: "always", False: "never"}.get(reshard_after_forward, reshard_after_forward)
     frag = float(check_positive("fragmentation", fragmentation, allow_zero=True))
@@ -382,13 +401,15 @@ def training_memory_arrays(cfg, plans: dict, global_batch, T, *, dtype="bf16",
     g_red = g_b if grad_reduce_dtype is None else dtype_bytes(grad_reduce_dtype)
     m = B / (P["dp"] * P["micro_batch"])
     opts = dict(p_b=p_b, g_b=g_b, o_b=o_b, g_red=g_red, a=dtype_bytes(dtype),
+                loss_bytes=dtype_bytes(loss_dtype),
                 flash=flash_attention, reshard=reshard, grad_accumulation=grad_accumulation,
                 stage_layers=stage_layers, fragmentation=frag, reserve=reserve,
                 devices_per_node=check_count("devices_per_node", devices_per_node))
     # bytes per token of one layer: stored (dense, MoE) and rebuilt in full (dense, MoE)
     a, zero = opts["a"], np.zeros(len(m))
     opts["per_token"] = tuple(
-        _activation_per_token(c, P, T, flash_attention, a, moe, r) if (c.is_moe or not moe)
+        _activation_per_token(c, P, T, flash_attention, a, moe, r, selective)
+        if (c.is_moe or not moe)
         else zero for r in (None, "none") for moe in (False, True))
     first = _stage_memory(c, P, m, T, "first", opts)
     last = _stage_memory(c, P, m, T, "last", opts)
@@ -401,7 +422,8 @@ def training_memory(cfg, plan: ParallelPlan | None = None, B=None, T=2048, *,
                     dtype="bf16", overhead_bytes=0.0, grad_reduce_dtype=None,
                     grad_accumulation: str = "auto", reshard_after_forward="auto",
                     stage_layers=None, fragmentation=ALLOCATOR_FRAGMENTATION,
-                    reserve: bool = True, devices_per_node=DEVICES_PER_NODE) -> Breakdown:
+                    reserve: bool = True, devices_per_node=DEVICES_PER_NODE,
+                    selective: str = "attention", loss_dtype="fp32") -> Breakdown:
     """Memory of one device while training, by part: :func:`training_memory_arrays` for one plan.
 
     Parts (bytes): ``parameters``, ``gradients``, ``optimizer`` (the stage's share at the
@@ -438,7 +460,8 @@ def training_memory(cfg, plan: ParallelPlan | None = None, B=None, T=2048, *,
     kw = dict(dtype=dtype, recipe=recipe, optimizer=optimizer, flash_attention=flash_attention,
               grad_reduce_dtype=grad_reduce_dtype, grad_accumulation=grad_accumulation,
               reshard_after_forward=reshard_after_forward, stage_layers=stage_layers,
-              fragmentation=fragmentation, reserve=reserve, devices_per_node=devices_per_node)
+              fragmentation=fragmentation, reserve=reserve, devices_per_node=devices_per_node,
+              selective=selective, loss_dtype=loss_dtype)
     rows = [training_memory_arrays(c, cols, B, float(t), **kw) for t in Ts.ravel()]
     parts = {}
     for k in PARTS:
@@ -478,7 +501,7 @@ def check_fit(memory: Breakdown, accelerator, *, reserve_bytes=0.0) -> tuple[boo
 
     >>> ok, why = check_fit(training_memory("llama3-8b", ParallelPlan(), 1, 4096), "h100")
     >>> ok, why.split(";")[0]
-    (False, '159 GB needed > 80 GB of HBM on h100')
+    (False, '152 GB needed > 80 GB of HBM on h100')
     """
     if not isinstance(memory, Breakdown):
         raise ValueError(f"memory={_brief(memory)} must be a Breakdown of bytes "
