@@ -371,7 +371,7 @@ def test_memory_timeline_invariants(kw):
         mem.memory_timeline(c, plan, 4096, fragmentation=1.5)
 
 
-# ---- the chapter's figures (scaling_lib.course.widgets.memory) ----------------------------------------
+# ---- the chapter's figures (scaling_lib.course.widgets.memory) ------------------------------
 def test_memory_figures_draw_library_numbers():
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
