@@ -19,8 +19,9 @@ fp32 logits):
   stage's layers, times the micro-batches in flight (:func:`in_flight_microbatches`); with full
   recomputation plus one layer rebuilt in full.
 - ``logits``: the fp32 logits at the loss, on the last stage.
-- ``communication buffers``: ZeRO-2 reduce buckets, ZeRO-3 reduce-scatter inputs, pipeline send
-  and receive buffers, context-parallel K/V blocks, the sequence-parallel all-gather output.
+- ``communication buffers``: ZeRO-2 reduce buckets, ZeRO-3 reduce-scatter inputs, the hidden
+  states a pipeline stage sends on, context-parallel K/V blocks, the sequence-parallel all-gather
+  output.
 - ``runtime reserve``: CUDA context and NCCL's buffers per communicator, outside the allocator.
 - ``allocator fragmentation``: a share of the allocated bytes the caching allocator cannot reuse.
 
@@ -156,7 +157,9 @@ def _stage_memory(c, P, m, T, stage, o) -> dict:
     dp_buf = np.where(zero == 2, 2 * bucket * g_red,
                       np.where(zero >= 3, ZERO3_UNITS_IN_FLIGHT * s["unit"] * g_red, 0.0))
     dp_buf = np.where(S > 1, dp_buf, 0.0)
-    pp_buf = np.where(pp > 1, 2 * act_mb / np.where(P["sequence_parallel"], tp, 1.0), 0.0)
+    # the hidden states a stage sends on (the received ones are its first layer's input, already
+    # among the activations): one micro-batch's, sharded over tp only with sequence parallelism
+    pp_buf = np.where(pp > 1, act_mb / np.where(P["sequence_parallel"], tp, 1.0), 0.0)
     kv_mb = 2 * tokens * c.K * c.H * o["a"] / np.minimum(tp, c.K)  # K and V of one layer
     cp_buf = np.where(cp > 1, np.where(P["cp_variant"] == "allgather", kv_mb * cp,
                                        np.where(P["cp_variant"] == "ring", 2 * kv_mb, 0.0)), 0.0)
