@@ -217,7 +217,7 @@ def test_check_fit_reports_reason():
     small = mem.training_memory("llama3-8b", ParallelPlan(dp=8, zero=3, tp=8, recompute="full"),
                                 8, 2048)
     ok, why = mem.check_fit(small, "h100")
-    assert ok and "of 80 GB" in why
+    assert ok and "of 85.5 GB" in why
 
 
 # ---- property: more sharding never needs more memory per device --------------------------------

@@ -6,10 +6,9 @@ the options its framework documents (stated per family below) against the memory
 reports for its GPU. ``python tests/test_memory_published.py`` prints every verdict with the
 largest parts.
 
-Sources of the device memory (what ``nvidia-smi`` reports as total; a marketing "80 GB" is
-80 GiB of HBM less what the driver keeps): H100 80GB HBM3 81559 MiB, A100 80GB 81920 MiB,
-A100 40GB 40960 MiB (modal-labs/modal-client#2797, "nvidia quotes GB", and the nvidia-smi output
-in NVIDIA/nccl#1264). TorchTitan's H100 96GB HBM2e: 96e9 bytes, a lower bound of its "96 GB".
+The device memory is what the driver reports (``Accelerator.memory_capacity_bytes``: H100 80GB
+81,559 MiB, A100 80GB 81,920 MiB, A100 40GB 40,960 MiB, sourced in ``scaling_lib.hardware``);
+TorchTitan's H100 96GB HBM2e: 96e9 bytes, a lower bound of its "96 GB".
 """
 
 from __future__ import annotations
@@ -20,13 +19,14 @@ from pathlib import Path
 
 import pytest
 
+from scaling_lib import hardware
 from scaling_lib import memory as mem
 from scaling_lib import models
 from scaling_lib.parallelism import ParallelPlan
 
-MiB = 2**20
-DEVICE_BYTES = {"h100": 81559 * MiB, "a100-80gb": 81920 * MiB, "a100-40gb": 40960 * MiB,
-                "h100-96gb": 96e9}
+DEVICE_BYTES = {name: hardware.get(name).memory_capacity_bytes
+                for name in ("h100", "a100-80gb", "a100-40gb")}
+DEVICE_BYTES["h100-96gb"] = 96e9
 FIXTURES = Path(__file__).parent / "fixtures"
 
 

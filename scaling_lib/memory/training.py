@@ -351,9 +351,12 @@ def _first_stage_params(c, plan: ParallelPlan) -> tuple[float, float, int, int]:
 def check_fit(memory: Breakdown, accelerator, *, reserve_bytes=0.0) -> tuple[bool, str]:
     """Whether a per-device memory Breakdown fits in the accelerator's HBM, and why not.
 
+    The room is what the driver reports (``Accelerator.memory_capacity_bytes``: 81,559 MiB on an
+    H100 "80 GB") less ``reserve_bytes``.
+
     >>> ok, why = check_fit(training_memory("llama3-8b", ParallelPlan(), 1, 4096), "h100")
     >>> ok, why.split(";")[0]
-    (False, '152 GB needed > 80 GB of HBM on h100')
+    (False, '152 GB needed > 85.5 GB of HBM on h100')
     """
     if not isinstance(memory, Breakdown):
         raise ValueError(f"memory={_brief(memory)} must be a Breakdown of bytes "
@@ -361,7 +364,7 @@ def check_fit(memory: Breakdown, accelerator, *, reserve_bytes=0.0) -> tuple[boo
     acc = hardware.get(accelerator)
     reserve = check_positive("reserve_bytes", reserve_bytes, allow_zero=True)
     total = float(np.max(memory.total))
-    room = acc.hbm_bytes - reserve
+    room = acc.memory_capacity_bytes - reserve  # what the driver reports, not the datasheet's GB
     if total <= room:
         return True, f"{fmt_bytes(total)} of {fmt_bytes(room)} used on {acc.name}"
     big = max(memory, key=lambda k: float(np.max(memory[k])))
