@@ -198,15 +198,16 @@ def test_training_memory_broadcasts_over_T():
 
 
 def test_training_memory_errors():
-    with pytest.raises(ValueError, match="tp=3 does not divide N=32"):
+    # the shape rules come from the one rules table (parallelism.rules), named in the message
+    with pytest.raises(ValueError, match="tp_heads.*tp=3, N=32"):
         mem.training_memory("llama3-8b", ParallelPlan(tp=3), 1, 1024)
-    with pytest.raises(ValueError, match="ep=2 needs a mixture-of-experts"):
+    with pytest.raises(ValueError, match="ep_experts.*ep=2, E=1"):
         mem.training_memory("llama3-8b", ParallelPlan(dp=2, ep=2), 2, 1024)
-    with pytest.raises(ValueError, match="ep=3 does not divide E=8"):
+    with pytest.raises(ValueError, match="ep_experts.*ep=3, E=8"):
         mem.training_memory("mixtral-8x7b", ParallelPlan(dp=3, ep=3), 3, 1024)
     with pytest.raises(ValueError, match="global_batch=3"):
         mem.training_memory("llama3-8b", ParallelPlan(dp=2), 3, 1024)
-    with pytest.raises(ValueError, match="pp=40 stages exceed L=32"):
+    with pytest.raises(ValueError, match="pp_layers.*pp=40.*L=32"):
         mem.training_memory("llama3-8b", ParallelPlan(pp=40), 1, 1024)
 
 
@@ -233,7 +234,7 @@ def _total(cfg, kw, B=64, T=1024):
     # stage, as FSDP with pipeline stages does by default, costs more than ZeRO-2: see
     # test_memory_published.py)
     return mem.training_memory(cfg, ParallelPlan(**kw), B, T, reserve=False,
-                               reshard_after_forward="always",
+                               reshard_after_forward=True,
                                grad_accumulation="sharded").total
 
 
@@ -249,7 +250,7 @@ def test_memory_never_grows_with_more_sharding(kw, name):
         # that, so on small stages with a big vocabulary ZeRO-3 can cost memory
         def parts(z):
             return mem.training_memory(name, ParallelPlan(**dict(kw, zero=z)), 64, 1024,
-                                       reserve=False, reshard_after_forward="always",
+                                       reserve=False, reshard_after_forward=True,
                                        grad_accumulation="sharded")
         z2, z3 = parts(2), parts(3)
         saved = z2["parameters"] - z3["parameters"]
@@ -441,18 +442,28 @@ def test_in_flight_micro_batches_per_schedule():
 
 
 def test_zero3_gathered_weights_reshard_or_keep():
+    # the plan's reshard_after_forward (FSDP's option), or the keyword overriding it
     c = models.get("llama3-70b")
     plan = ParallelPlan(dp=8, pp=4, zero=3)
-    keep = mem.training_memory(c, plan, 64, 4096, reshard_after_forward="never")
-    free = mem.training_memory(c, plan, 64, 4096, reshard_after_forward="always")
+    keep = mem.training_memory(c, plan.with_changes(reshard_after_forward=False), 64, 4096)
+    free = mem.training_memory(c, plan, 64, 4096)
     s = mem.stage_params(c, 1, 4, 1)
     assert math.isclose(keep["gathered parameters"], 2 * float(s["dense"]))  # the stage, bf16
     assert math.isclose(free["gathered parameters"], 2 * 2 * float(s["unit"]))  # two units
     assert keep.total > free.total
-    auto = mem.training_memory(c, plan, 64, 4096)  # pp > 1: kept, as torchtitan does
-    assert auto["gathered parameters"] == keep["gathered parameters"]
+    forced = mem.training_memory(c, plan, 64, 4096, reshard_after_forward=False)
+    assert forced["gathered parameters"] == keep["gathered parameters"]
     assert "gathered parameters" not in mem.training_memory(c, plan.with_changes(zero=2), 64,
                                                             4096)
+
+
+def test_pp_layout_light_ends():
+    # Llama 3 405B: 7 + 14 x 8 + 7 layers on 16 stages (rules.stage_layers)
+    c = models.get("llama3-405b")
+    plan = ParallelPlan(tp=8, pp=16, dp=8, sequence_parallel=True)
+    even = mem.training_memory(c, plan, 128, 8192)
+    light = mem.training_memory(c, plan.with_changes(pp_layout="light_ends"), 128, 8192)
+    assert math.isclose(light["activations"], even["activations"] * 7 / 8)
 
 
 def test_gradient_accumulation_under_zero_2_and_3():

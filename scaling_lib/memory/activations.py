@@ -27,7 +27,8 @@ from ..units import (_brief, check_choice, check_count, check_positive, divisors
                      scalar_or_array as _out)
 
 def tp_choices(cfg) -> list[int]:
-    """Tensor-parallel degrees ``cfg`` can be split over.
+    """Tensor-parallel degrees ``cfg`` can be split over: the rules table's
+    (:func:`scaling_lib.parallelism.rules.tp_choices`; kept here under its old name).
 
     tp must divide the N query heads and the MLP width F (and each expert's F_e), and either
     divide the K kv heads or be a multiple of K (then each kv head is replicated on tp/K ranks,
@@ -38,9 +39,9 @@ def tp_choices(cfg) -> list[int]:
     >>> tp_choices(models.TransformerConfig(L=1, D=64, F=96, N=12, K=4, H=16, V=100))
     [1, 2, 4, 12]
     """
-    c = models.get(cfg)
-    return [t for t in divisors(c.N) if (c.K % t == 0 or t % c.K == 0)
-            and c.F % t == 0 and c.F_e % t == 0]
+    from ..parallelism import rules
+
+    return rules.tp_choices(cfg)
 
 
 def _check_tp(cfg, tp, heads_phrase="must divide"):

@@ -13,13 +13,17 @@ from __future__ import annotations
 import numpy as np
 
 from .. import models
-from ..parallelism.plan import CP_VARIANTS, RECOMPUTE, SCHEDULES, ParallelPlan
+from ..parallelism.plan import CP_VARIANTS, PP_LAYOUTS, RECOMPUTE, SCHEDULES, ParallelPlan
 from ..transformer import (_attention_biases, _attention_weights, _layer_norms, _mlp_biases,
                            _mlp_weights, _norm_params)
 from ..units import _brief, check_choice, check_count
 
 PLAN_COLUMNS = ("dp", "tp", "pp", "cp", "ep", "zero", "micro_batch", "virtual_stages",
                 "schedule", "recompute", "sequence_parallel")
+# Columns a plans dict may leave out, with the ParallelPlan default they then take
+# (shard_group 0: shard over all dp·cp replicas).
+OPTIONAL = {"shard_group": 0, "cp_variant": "allgather", "pp_layout": "even",
+            "reshard_after_forward": True}
 
 
 def _check_plan(plan):
@@ -41,13 +45,14 @@ def plan_columns(plans) -> dict:
         _check_plan(p)
     cols = {k: np.array([getattr(p, k) for p in plans]) for k in PLAN_COLUMNS}
     cols["shard_group"] = np.array([p.shard_group or 0 for p in plans], np.int64)
-    cols["cp_variant"] = np.array([p.cp_variant for p in plans])
+    for k in ("cp_variant", "pp_layout", "reshard_after_forward"):
+        cols[k] = np.array([getattr(p, k) for p in plans])
     return cols
 
 
 def _columns(plans) -> dict:
-    """Validated, broadcast columns; optional ``shard_group`` (0 or missing: dp·cp) and
-    ``cp_variant`` (missing: "allgather")."""
+    """Validated, broadcast columns; the :data:`OPTIONAL` ones take the ParallelPlan default
+    when missing."""
     if not isinstance(plans, dict):
         raise ValueError(f"plans={_brief(plans)} must be a dict of equal-length arrays "
                          f"{', '.join(PLAN_COLUMNS)} (plan_columns(list_of_plans) makes one)")
@@ -55,8 +60,8 @@ def _columns(plans) -> dict:
     if missing:
         raise ValueError(f"plans is missing {missing}; it needs arrays {', '.join(PLAN_COLUMNS)}")
     raw = {k: np.asarray(plans[k]) for k in PLAN_COLUMNS}
-    raw["shard_group"] = np.asarray(plans.get("shard_group", 0))
-    raw["cp_variant"] = np.asarray(plans.get("cp_variant", "allgather"))
+    for k, default in OPTIONAL.items():
+        raw[k] = np.asarray(plans.get(k, default))
     try:
         shape = np.broadcast_shapes(*(v.shape for v in raw.values()))
     except ValueError:
@@ -75,13 +80,16 @@ def _columns(plans) -> dict:
     if np.any(P["zero"] > 3):
         raise ValueError("plans['zero'] holds a stage above 3; valid choices: 0, 1, 2, 3")
     for k, valid in (("schedule", SCHEDULES), ("recompute", RECOMPUTE),
-                     ("cp_variant", CP_VARIANTS)):
+                     ("cp_variant", CP_VARIANTS), ("pp_layout", PP_LAYOUTS)):
         bad = sorted(set(map(str, np.unique(P[k]))) - set(valid))
         if bad:
             raise ValueError(f"plans[{k!r}] holds {bad}; valid choices: {', '.join(valid)}")
     if P["sequence_parallel"].dtype.kind not in "bi":
         raise ValueError("plans['sequence_parallel'] must hold booleans")
     P["sequence_parallel"] = P["sequence_parallel"].astype(bool)
+    if P["reshard_after_forward"].dtype.kind not in "bi":
+        raise ValueError("plans['reshard_after_forward'] must hold booleans")
+    P["reshard_after_forward"] = P["reshard_after_forward"].astype(bool)
     return P
 
 

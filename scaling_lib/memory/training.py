@@ -37,10 +37,8 @@ import numpy as np
 from .. import hardware, models
 from ..breakdown import Breakdown
 from ..parallelism.plan import RECOMPUTE, ParallelPlan
-from ..units import (_brief, check_choice, check_count, check_positive, divisors, dtype_bytes,
-                     fmt_bytes)
-from .activations import (_activation_terms, _check_flag, _check_tp, _recompute_kind,
-                          logits_bytes)
+from ..units import _brief, check_choice, check_count, check_positive, dtype_bytes, fmt_bytes
+from .activations import _activation_terms, _check_flag, _recompute_kind, logits_bytes
 from .layout import _check_plan, _columns, _in_flight, plan_columns, stage_params
 from .states import _recipe
 
@@ -94,7 +92,6 @@ PARTS = ("parameters", "gathered parameters", "gradients", "gradient accumulator
          "activations", "logits", "communication buffers", "runtime reserve",
          "allocator fragmentation")
 GRAD_ACCUMULATION = ("auto", "sharded", "unsharded")
-RESHARD = ("auto", "always", "never")
 
 
 def _activation_per_token(c, P, T, flash, a, moe, recompute_as=None, selective="attention"):
@@ -115,7 +112,12 @@ def _stage_memory(c, P, m, T, stage, o) -> dict:
     """Parts of one stage's device (``o``: the options, resolved)."""
     tp, pp, cp, ep = (P[k].astype(float) for k in ("tp", "pp", "cp", "ep"))
     zero, b = P["zero"], P["micro_batch"].astype(float)
-    layers = o["stage_layers"][0 if stage == "first" else 1]
+    # the stage's layers from the plan's pp_layout (the rules table's split; an uneven "even"
+    # split, which frameworks refuse, is taken at its busiest stage, rounded up)
+    from ..parallelism.rules import stage_layers
+
+    first, _, last = stage_layers(c.L, P["pp"], P["virtual_stages"], P["pp_layout"])
+    layers = np.ceil(np.asarray(first if stage == "first" else last, float) - 1e-9)
     s = stage_params(c, tp, pp, ep, stage=stage, stage_layers=layers)
     S = np.where(P["shard_group"] > 0, P["shard_group"], P["dp"] * P["cp"]).astype(float)
     S_e = np.maximum(S / ep, 1.0)
@@ -126,10 +128,11 @@ def _stage_memory(c, P, m, T, stage, o) -> dict:
                             + np.where(zero >= z, s["experts"] / S_e, s["experts"]))
 
     p_b, g_b, o_b, g_red = o["p_b"], o["g_b"], o["o_b"], o["g_red"]
-    # ZeRO-3 keeps the gathered stage when pp > 1 ("auto": torchtitan's default, as the Llama 3
-    # paper section 3.3.2 runs FSDP with pipeline stages), two units in flight otherwise
-    keep = np.where(o["reshard"] == "never", True,
-                    np.where(o["reshard"] == "always", False, pp > 1))
+    # ZeRO-3: the plan's reshard_after_forward (FSDP's option) frees each unit after its forward,
+    # two units in flight; without it the stage's gathered weights stay for the step
+    # (torchtitan with pipeline stages; the Llama 3 paper, section 3.3.2)
+    keep = ~P["reshard_after_forward"] if o["reshard"] is None else np.full(len(tp),
+                                                                            not o["reshard"])
     a = o["a"]  # gathered weights are in the compute dtype (FSDP's param_dtype)
     gathered = np.where((zero >= 3) & (S > 1), np.where(keep, a * held,
                                             ZERO3_UNITS_IN_FLIGHT * a * s["unit"]), 0.0)
@@ -194,16 +197,18 @@ def _stage_memory(c, P, m, T, stage, o) -> dict:
 def training_memory_arrays(cfg, plans: dict, global_batch, T, *, dtype="bf16",
                            recipe: str = "mixed", optimizer: str = "adam",
                            flash_attention: bool = True, grad_reduce_dtype=None,
-                           grad_accumulation: str = "auto", reshard_after_forward="auto",
-                           stage_layers=None, fragmentation=ALLOCATOR_FRAGMENTATION,
+                           grad_accumulation: str = "auto", reshard_after_forward=None,
+                           fragmentation=ALLOCATOR_FRAGMENTATION,
                            reserve: bool = True, devices_per_node=DEVICES_PER_NODE,
                            selective: str = "attention", loss_dtype="fp32") -> dict:
     """Bytes per device by part for n plans at once: ``{part: array of shape (n,)}``.
 
     ``plans``: columns ``dp, tp, pp, cp, ep, zero, micro_batch, virtual_stages`` (ints),
-    ``schedule``, ``recompute`` (strings), ``sequence_parallel`` (bools), optionally
-    ``shard_group`` (ints, 0 for all dp·cp ranks; HSDP when smaller) and ``cp_variant``
-    (strings); scalars broadcast. :func:`plan_columns` builds them from ParallelPlans.
+    ``schedule``, ``recompute`` (strings), ``sequence_parallel`` (bools), and optionally the
+    other ParallelPlan fields (``layout.OPTIONAL``: ``shard_group``, 0 for all dp·cp ranks and
+    HSDP when smaller; ``cp_variant``; ``pp_layout``, "light_ends" for Llama 3 405B's
+    7 + 14·8 + 7 layers; ``reshard_after_forward``), which take the ParallelPlan default when
+    missing; scalars broadcast. :func:`plan_columns` builds them from ParallelPlans.
     ``global_batch``: sequences per step, so m = global_batch / (dp · micro_batch) micro-batches.
     The parts are those of the module docstring, for the busier of the first and the last
     pipeline stage (by total). The plans are not checked against the model's shape (tp vs heads,
@@ -215,11 +220,10 @@ def training_memory_arrays(cfg, plans: dict, global_batch, T, *, dtype="bf16",
     recipe's). ``grad_accumulation``: with ZeRO-2/3 and m > 1, "sharded" reduce-scatters every
     micro-batch (DeepSpeed ZeRO-2, FSDP's default), "unsharded" keeps a full local accumulator
     until the last one (FSDP ``no_sync``); "auto": unsharded when pp > 1 (PyTorch pipelining).
-    ``reshard_after_forward``: ZeRO-3 "always" frees each unit after its forward (and gathers it
-    again for the backward and every micro-batch), "never" keeps the stage's weights from the
-    first gather to the end of the step; "auto": never when pp > 1 (torchtitan's default).
-    ``stage_layers``: (first, last) layers on those stages, for uneven layouts such as Llama 3
-    405B's 7 + 14·8 + 7 (default ⌈L/p⌉ each). ``fragmentation``: the allocator's share;
+    ``reshard_after_forward``: None takes each plan's field; True or False overrides it (ZeRO-3:
+    True frees each unit after its forward and gathers it again for the backward and every
+    micro-batch; False keeps the stage's weights from the first gather to the end of the step,
+    as torchtitan does with pipeline stages). ``fragmentation``: the allocator's share;
     ``reserve``: count the CUDA context and NCCL buffers. ``selective``: which selective
     recomputation ("attention": Megatron-LM's; "matmuls": torchtitan's per-op policy; see
     :func:`~scaling_lib.memory.activations.activation_bytes`). ``loss_dtype``: the dtype the
@@ -239,23 +243,19 @@ def training_memory_arrays(cfg, plans: dict, global_batch, T, *, dtype="bf16",
     _check_flag("reserve", reserve)
     check_choice("grad_accumulation", grad_accumulation, GRAD_ACCUMULATION)
     _recompute_kind("selective", selective)  # a known policy
-    check_choice("reshard_after_forward", reshard_after_forward, RESHARD + (True, False))
-    reshard = {True: "always", False: "never"}.get(reshard_after_forward, reshard_after_forward)
+    if reshard_after_forward is not None:
+        _check_flag("reshard_after_forward", reshard_after_forward)
     frag = float(check_positive("fragmentation", fragmentation, allow_zero=True))
     if frag >= 1:
         raise ValueError(f"fragmentation={fragmentation!r} is a share of the allocated bytes; "
                          "choose a value in [0, 1)")
-    if stage_layers is None:
-        stage_layers = (None, None)
-    elif np.shape(stage_layers)[:1] != (2,):
-        raise ValueError(f"stage_layers={_brief(stage_layers)} must be (first, last) layers")
     p_b, g_b, o_b = _recipe(recipe, optimizer)
     g_red = g_b if grad_reduce_dtype is None else dtype_bytes(grad_reduce_dtype)
     m = B / (P["dp"] * P["micro_batch"])
     opts = dict(p_b=p_b, g_b=g_b, o_b=o_b, g_red=g_red, a=dtype_bytes(dtype),
                 loss_bytes=dtype_bytes(loss_dtype),
-                flash=flash_attention, reshard=reshard, grad_accumulation=grad_accumulation,
-                stage_layers=stage_layers, fragmentation=frag, reserve=reserve,
+                flash=flash_attention, reshard=reshard_after_forward,
+                grad_accumulation=grad_accumulation, fragmentation=frag, reserve=reserve,
                 devices_per_node=check_count("devices_per_node", devices_per_node))
     # bytes per token of one layer: stored (dense, MoE) and rebuilt in full (dense, MoE)
     a, zero = opts["a"], np.zeros(len(m))
@@ -272,8 +272,8 @@ def training_memory_arrays(cfg, plans: dict, global_batch, T, *, dtype="bf16",
 def training_memory(cfg, plan: ParallelPlan | None = None, B=None, T=2048, *,
                     recipe: str = "mixed", optimizer: str = "adam", flash_attention: bool = True,
                     dtype="bf16", overhead_bytes=0.0, grad_reduce_dtype=None,
-                    grad_accumulation: str = "auto", reshard_after_forward="auto",
-                    stage_layers=None, fragmentation=ALLOCATOR_FRAGMENTATION,
+                    grad_accumulation: str = "auto", reshard_after_forward=None,
+                    fragmentation=ALLOCATOR_FRAGMENTATION,
                     reserve: bool = True, devices_per_node=DEVICES_PER_NODE,
                     selective: str = "attention", loss_dtype="fp32") -> Breakdown:
     """Memory of one device while training, by part: :func:`training_memory_arrays` for one plan.
@@ -305,13 +305,16 @@ def training_memory(cfg, plan: ParallelPlan | None = None, B=None, T=2048, *,
     if B is None:
         B = plan.dp * plan.micro_batch
     plan.n_microbatches(B)  # B must be a multiple of dp · micro_batch
-    _check_shape(c, plan)
     overhead = check_positive("overhead_bytes", overhead_bytes, allow_zero=True)
     Ts = np.asarray(check_count("T", T, sweep=True))
+    from ..parallelism import rules  # the one table of what a plan must obey
+
+    for t in np.unique(Ts):
+        rules.check(c, plan, B, int(t), kinds=("shape",))
     cols = plan_columns([plan])
     kw = dict(dtype=dtype, recipe=recipe, optimizer=optimizer, flash_attention=flash_attention,
               grad_reduce_dtype=grad_reduce_dtype, grad_accumulation=grad_accumulation,
-              reshard_after_forward=reshard_after_forward, stage_layers=stage_layers,
+              reshard_after_forward=reshard_after_forward,
               fragmentation=fragmentation, reserve=reserve, devices_per_node=devices_per_node,
               selective=selective, loss_dtype=loss_dtype)
     rows = [training_memory_arrays(c, cols, B, float(t), **kw) for t in Ts.ravel()]
@@ -325,19 +328,6 @@ def training_memory(cfg, plan: ParallelPlan | None = None, B=None, T=2048, *,
     if np.any(overhead > 0):
         parts["overhead"] = overhead
     return Breakdown(parts, unit="bytes")
-
-
-def _check_shape(c, plan):
-    """The plan's degrees against the model's shape (until ``parallelism.rules`` holds them)."""
-    _check_tp(c, plan.tp, "does not divide")
-    if plan.pp > c.L:
-        raise ValueError(f"pp={plan.pp} stages exceed L={c.L} layers; choose pp <= {c.L}")
-    if c.is_moe and c.E % plan.ep:
-        raise ValueError(f"ep={plan.ep} does not divide E={c.E} experts; choose ep in "
-                         f"{divisors(c.E)}")
-    if not c.is_moe and plan.ep != 1:
-        raise ValueError(f"ep={plan.ep} needs a mixture-of-experts model; {c.name or 'cfg'} "
-                         "is dense (E=1): use ep=1")
 
 
 def _first_stage_params(c, plan: ParallelPlan) -> tuple[float, float, int, int]:
