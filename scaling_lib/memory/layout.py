@@ -81,9 +81,15 @@ def _columns(plans) -> dict:
         raise ValueError("plans['zero'] holds a stage above 3; valid choices: 0, 1, 2, 3")
     for k, valid in (("schedule", SCHEDULES), ("recompute", RECOMPUTE),
                      ("cp_variant", CP_VARIANTS), ("pp_layout", PP_LAYOUTS)):
-        bad = sorted(set(map(str, np.unique(P[k]))) - set(valid))
-        if bad:
+        # one equality per valid value (np.unique over strings is slow on many plans); the
+        # index into ``valid`` stays as P["<k>_idx"] for the model's own tests
+        idx = np.full(len(P[k]), -1)
+        for j, v in enumerate(valid):
+            idx[P[k] == v] = j
+        if np.any(idx < 0):
+            bad = sorted(set(map(str, np.unique(P[k][idx < 0]))))
             raise ValueError(f"plans[{k!r}] holds {bad}; valid choices: {', '.join(valid)}")
+        P[f"{k}_idx"] = idx
     if P["sequence_parallel"].dtype.kind not in "bi":
         raise ValueError("plans['sequence_parallel'] must hold booleans")
     P["sequence_parallel"] = P["sequence_parallel"].astype(bool)
@@ -150,7 +156,9 @@ def _in_flight(P, m, stage):
     # chunk forwards, then one more before its first backward; each chunk is 1/v of the stage
     interleaved = np.minimum(2 * (p - r - 1) + (v - 1) * p + 1, m * v) / v
     out = np.where(v > 1, interleaved, one_f_one_b)
-    out = np.where(P["schedule"] == "gpipe", m, out)
+    gpipe = P["schedule_idx"] == SCHEDULES.index("gpipe") if "schedule_idx" in P \
+        else P["schedule"] == "gpipe"
+    out = np.where(gpipe, m, out)
     return np.where(p == 1, 1.0, out)
 
 

@@ -100,7 +100,7 @@ def _activation_per_token(c, P, T, flash, a, moe, recompute_as=None, selective="
     tp = P["tp"].astype(float)
     for sp in (False, True):
         for r in RECOMPUTE:
-            sel = (P["sequence_parallel"] == sp) & (P["recompute"] == r)
+            sel = (P["sequence_parallel"] == sp) & (P["recompute_idx"] == RECOMPUTE.index(r))
             if np.any(sel):
                 kind = recompute_as or _recompute_kind(r, selective)
                 terms = _activation_terms(c, moe, T, tp[sel], sp, kind, flash, a)
@@ -149,7 +149,7 @@ def _stage_memory(c, P, m, T, stage, o) -> dict:
     stored = ((n - n_moe) * dense_tok + n_moe * moe_tok) * tokens * _in_flight(P, m, stage)
     working = np.maximum(np.where(n - n_moe > 0, full_dense, 0.0),
                          np.where(n_moe > 0, full_moe, 0.0)) * tokens
-    acts = stored + np.where(P["recompute"] == "full", working, 0.0)
+    acts = stored + np.where(P["recompute_idx"] == RECOMPUTE.index("full"), working, 0.0)
     last = (stage == "last") | (pp == 1)
     logits = np.where(last, logits_bytes(c, b, T / cp, 1, copies=LOSS_COPIES) / tp, 0.0) \
         * o["loss_bytes"] / 4
@@ -164,8 +164,9 @@ def _stage_memory(c, P, m, T, stage, o) -> dict:
     # among the activations): one micro-batch's, sharded over tp only with sequence parallelism
     pp_buf = np.where(pp > 1, act_mb / np.where(P["sequence_parallel"], tp, 1.0), 0.0)
     kv_mb = 2 * tokens * c.K * c.H * o["a"] / np.minimum(tp, c.K)  # K and V of one layer
-    cp_buf = np.where(cp > 1, np.where(P["cp_variant"] == "allgather", kv_mb * cp,
-                                       np.where(P["cp_variant"] == "ring", 2 * kv_mb, 0.0)), 0.0)
+    variant = P["cp_variant_idx"]  # CP_VARIANTS: allgather, ring, ulysses
+    cp_buf = np.where(cp > 1, np.where(variant == 0, kv_mb * cp,
+                                       np.where(variant == 1, 2 * kv_mb, 0.0)), 0.0)
     sp_buf = np.where(P["sequence_parallel"] & (tp > 1), act_mb, 0.0)
 
     # the process's fixed costs outside the allocator: CUDA context, cuBLAS, NCCL communicators
