@@ -108,6 +108,47 @@ def _activation_per_token(c, P, T, flash, a, moe, recompute_as=None, selective="
     return out
 
 
+def _communication_buffers(c, P, tokens, S, held, unit, o):
+    """Bytes of the collectives' own buffers on one device, per plan."""
+    tp, pp, cp = (P[k].astype(float) for k in ("tp", "pp", "cp"))
+    zero, g_red, a = P["zero"], o["g_red"], o["a"]
+    act_mb = tokens * c.D * a  # one micro-batch's hidden states on this device
+    # ZeRO-2: two reduce buckets in flight (one reducing while the next fills); ZeRO-3: the
+    # unsharded gradients of the units being reduce-scattered
+    bucket = np.minimum(np.maximum(GRAD_BUCKET_PARAMS, 1e6 * S), held)
+    dp_buf = np.where(zero == 2, 2 * bucket * g_red,
+                      np.where(zero >= 3, ZERO3_UNITS_IN_FLIGHT * unit * g_red, 0.0))
+    dp_buf = np.where(S > 1, dp_buf, 0.0)
+    # the hidden states a stage sends on (the received ones are its first layer's input, already
+    # among the activations): one micro-batch's, sharded over tp only with sequence parallelism
+    pp_buf = np.where(pp > 1, act_mb / np.where(P["sequence_parallel"], tp, 1.0), 0.0)
+    # context parallelism: the gathered K and V of one layer (all-gather), or the block in hand
+    # and the one arriving (ring); Ulysses's all-to-alls only reshape what is stored
+    kv_mb = 2 * tokens * c.K * c.H * a / np.minimum(tp, c.K)
+    variant = P["cp_variant_idx"]  # CP_VARIANTS: allgather, ring, ulysses
+    cp_buf = np.where(cp > 1, np.where(variant == 0, kv_mb * cp,
+                                       np.where(variant == 1, 2 * kv_mb, 0.0)), 0.0)
+    # sequence parallelism: the all-gathered input of the column-parallel linear in use
+    sp_buf = np.where(P["sequence_parallel"] & (tp > 1), act_mb, 0.0)
+    return dp_buf + pp_buf + cp_buf + sp_buf
+
+
+def _runtime_reserve(P, S, o):
+    """The process's fixed costs outside the allocator: CUDA context, cuBLAS workspace and the
+    NCCL communicators of the plan's groups, per plan."""
+    tp, pp, cp, ep = (P[k].astype(float) for k in ("tp", "pp", "cp", "ep"))
+    pair, comm = NCCL_BYTES_PER_PAIR_COMMUNICATOR, NCCL_BYTES_PER_COMMUNICATOR
+    nccl = (np.where(S > 1, np.where(S == 2, pair, comm), 0.0)
+            + np.where(P["dp"] * P["cp"] > S, comm, 0.0)  # HSDP's replica all-reduce
+            + np.where(tp > 1, np.where(tp == 2, pair, comm), 0.0)
+            + np.where(pp > 1, pair, 0.0)
+            + np.where(cp > 1, np.where(cp == 2, pair, comm), 0.0))
+    near = np.minimum(ep, o["devices_per_node"]) - 1  # all-to-all peers over NVLink
+    nccl = nccl + np.where(ep > 1, NCCL_ALL_TO_ALL_BYTES_PER_PEER * (
+        near + (ep - 1 - near) * NET_PEER_CHANNEL_SHARE), 0.0)
+    return CUDA_CONTEXT_BYTES + CUBLAS_WORKSPACE_BYTES + nccl
+
+
 def _stage_memory(c, P, m, T, stage, o) -> dict:
     """Parts of one stage's device (``o``: the options, resolved)."""
     tp, pp, cp, ep = (P[k].astype(float) for k in ("tp", "pp", "cp", "ep"))
@@ -150,37 +191,12 @@ def _stage_memory(c, P, m, T, stage, o) -> dict:
     working = np.maximum(np.where(n - n_moe > 0, full_dense, 0.0),
                          np.where(n_moe > 0, full_moe, 0.0)) * tokens
     acts = stored + np.where(P["recompute_idx"] == RECOMPUTE.index("full"), working, 0.0)
-    last = (stage == "last") | (pp == 1)
-    logits = np.where(last, logits_bytes(c, b, T / cp, 1, copies=LOSS_COPIES) / tp, 0.0) \
+    holds_loss = (stage == "last") | (pp == 1)
+    logits = np.where(holds_loss, logits_bytes(c, b, T / cp, 1, copies=LOSS_COPIES) / tp, 0.0) \
         * o["loss_bytes"] / 4
 
-    # communication buffers
-    act_mb = tokens * c.D * o["a"]  # one micro-batch's hidden states on this device
-    bucket = np.minimum(np.maximum(GRAD_BUCKET_PARAMS, 1e6 * S), held)
-    dp_buf = np.where(zero == 2, 2 * bucket * g_red,
-                      np.where(zero >= 3, ZERO3_UNITS_IN_FLIGHT * s["unit"] * g_red, 0.0))
-    dp_buf = np.where(S > 1, dp_buf, 0.0)
-    # the hidden states a stage sends on (the received ones are its first layer's input, already
-    # among the activations): one micro-batch's, sharded over tp only with sequence parallelism
-    pp_buf = np.where(pp > 1, act_mb / np.where(P["sequence_parallel"], tp, 1.0), 0.0)
-    kv_mb = 2 * tokens * c.K * c.H * o["a"] / np.minimum(tp, c.K)  # K and V of one layer
-    variant = P["cp_variant_idx"]  # CP_VARIANTS: allgather, ring, ulysses
-    cp_buf = np.where(cp > 1, np.where(variant == 0, kv_mb * cp,
-                                       np.where(variant == 1, 2 * kv_mb, 0.0)), 0.0)
-    sp_buf = np.where(P["sequence_parallel"] & (tp > 1), act_mb, 0.0)
-
-    # the process's fixed costs outside the allocator: CUDA context, cuBLAS, NCCL communicators
-    pair = NCCL_BYTES_PER_PAIR_COMMUNICATOR
-    comm = NCCL_BYTES_PER_COMMUNICATOR
-    nccl = (np.where(S > 1, np.where(S == 2, pair, comm), 0.0)
-            + np.where(P["dp"] * P["cp"] > S, comm, 0.0)  # HSDP's replica all-reduce
-            + np.where(tp > 1, np.where(tp == 2, pair, comm), 0.0)
-            + np.where(pp > 1, pair, 0.0)
-            + np.where(cp > 1, np.where(cp == 2, pair, comm), 0.0))
-    near = np.minimum(ep, o["devices_per_node"]) - 1
-    nccl = nccl + np.where(ep > 1, NCCL_ALL_TO_ALL_BYTES_PER_PEER * (
-        near + (ep - 1 - near) * NET_PEER_CHANNEL_SHARE), 0.0)
-    reserve = (CUDA_CONTEXT_BYTES + CUBLAS_WORKSPACE_BYTES + nccl) if o["reserve"] else 0.0 * tp
+    comm_buffers = _communication_buffers(c, P, tokens, S, held, s["unit"], o)
+    reserve = _runtime_reserve(P, S, o) if o["reserve"] else 0.0 * tp
 
     # the gradients the optimizer reads: with ZeRO <= 1 the unsharded buffer that is reduced in
     # place (at the reduction width); with ZeRO >= 2 the shards, at the recipe's width
@@ -188,7 +204,7 @@ def _stage_memory(c, P, m, T, stage, o) -> dict:
     parts = {"parameters": sharded(p_b, 3), "gathered parameters": gathered,
              "gradients": grads, "gradient accumulator": accumulator,
              "optimizer": sharded(o_b, 1), "activations": acts, "logits": logits,
-             "communication buffers": dp_buf + pp_buf + cp_buf + sp_buf}
+             "communication buffers": comm_buffers}
     allocated = sum(parts.values())
     parts["runtime reserve"] = reserve + 0 * allocated
     parts["allocator fragmentation"] = o["fragmentation"] * allocated
