@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import hardware
-from ..units import dtype_bytes
+from ..units import _brief, check_positive, dtype_bytes
 from .calibration import DEFAULT_CALIBRATION
 
 # Adam with mixed precision, bytes of HBM traffic per parameter of the local shard: read the
@@ -98,10 +98,14 @@ def matmul_time(M, K, N, accelerator, *, dtype="bf16", calibration=None):
     >>> round(float(2 * 8192**3 / t / 989.4e12), 2)  # share of the peak: η_c, waves, bytes
     0.7
     """
+    from .calibration import Calibration
+
     acc = hardware.get(accelerator)
     cal = DEFAULT_CALIBRATION if calibration is None else calibration
-    return _gemm_time(np.asarray(M, float), np.asarray(K, float), np.asarray(N, float), 1, acc,
-                      dtype_bytes(dtype), cal)
+    if not isinstance(cal, Calibration):
+        raise ValueError(f"calibration={_brief(cal)} must be a Calibration")
+    M, K, N = (np.asarray(check_positive(k, v), float) for k, v in (("M", M), ("K", K), ("N", N)))
+    return _gemm_time(M, K, N, 1, acc, dtype_bytes(dtype), cal)
 
 
 def _stream_time(nbytes, acc, cal, n_kernels=1):

@@ -51,12 +51,12 @@ def _check_comm(comm) -> Comm:
     return comm
 
 
-def axis_strides(plans: dict, order=ORDER) -> dict:
-    """:func:`strides` for arrays of plans (``plans[a]`` an integer array per axis): the one
+def _axis_strides(plans: dict, order=ORDER) -> dict:
+    """:func:`strides` for arrays of plans (the estimator's, unchecked) (``plans[a]`` an integer array per axis): the one
     device numbering the estimator, the planner and :func:`strides` share.
 
     >>> import numpy as np
-    >>> axis_strides({"tp": np.array([8]), "cp": np.array([2]), "pp": np.array([4]),
+    >>> _axis_strides({"tp": np.array([8]), "cp": np.array([2]), "pp": np.array([4]),
     ...               "dp": np.array([16])})["dp"].tolist()
     [64]
     """
@@ -67,12 +67,12 @@ def axis_strides(plans: dict, order=ORDER) -> dict:
     return {a: np.asarray(out[a]) * np.ones_like(np.asarray(plans[a])) for a in AXES}
 
 
-def replica_members_per_node(plans: dict, node: int, order=ORDER, shard=None):
+def _replica_members_per_node(plans: dict, node: int, order=ORDER, shard=None):
     """Members of a data-parallel replica group (the dp·cp ranks that hold the same weights)
     in one node of ``node`` devices, per plan; with ``shard`` (an array of ZeRO shard-group
     sizes, the innermost replicas) those of one shard group. A group whose members fill a node
     m at a time crosses the network with g/m of them: what decides its links."""
-    st = axis_strides(plans, order)
+    st = _axis_strides(plans, order)
     cp, dp = np.asarray(plans["cp"]), np.asarray(plans["dp"])
     in_cp = np.clip(node // st["cp"], 1, cp)
     in_dp = np.clip(node // st["dp"], 1, dp)

@@ -351,6 +351,12 @@ def send_bytes(D, b, T, cp=1, tp=1, *, dtype="bf16", sequence_parallel=False,
     >>> send_bytes(4096, 1, 4096, tp=8), send_bytes(4096, 1, 4096, tp=8, scatter_gather=False)
     (4194304.0, 33554432.0)
     """
+    D, b, T, cp, tp = (check_count(k, v) for k, v in (("D", D), ("b", b), ("T", T), ("cp", cp),
+                                                       ("tp", tp)))
+    for k, v in (("sequence_parallel", sequence_parallel), ("scatter_gather", scatter_gather)):
+        if not isinstance(v, (bool, np.bool_, np.ndarray)) or (
+                isinstance(v, np.ndarray) and v.dtype != bool):
+            raise ValueError(f"{k}={_brief(v)} must be True or False (or an array of them)")
     act = element_bytes(dtype) * np.asarray(b, dtype=float) * T / np.asarray(cp) * D
     split = np.logical_or(sequence_parallel, scatter_gather)
     return _out(np.where(split, act / np.asarray(tp), act))

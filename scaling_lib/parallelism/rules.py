@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import models
-from ..units import divisors
+from ..units import _brief, check_count, divisors
 from .plan import ParallelPlan, check_plan
 
 
@@ -193,6 +193,12 @@ def plan_columns(plans) -> dict:
     return {k: np.array([getattr(p, k) for p in plans]) for k in FIELDS + tuple(OPTIONAL)}
 
 
+def _one_count(name, value) -> int:
+    if np.ndim(value):
+        raise ValueError(f"{name}={_brief(value)} must be one whole number, not an array")
+    return int(check_count(name, value))
+
+
 def broken(cfg, plan: ParallelPlan, global_batch, T) -> list[str]:
     """Names of the rules ``plan`` breaks (empty when it runs).
 
@@ -200,7 +206,8 @@ def broken(cfg, plan: ParallelPlan, global_batch, T) -> list[str]:
     ...                                  dp=8), 64, 2048)
     ['pp_split']
     """
-    return names(int(check_arrays(cfg, plan_columns([plan]), global_batch, T)[0]))
+    B, T = _one_count("global_batch", global_batch), _one_count("T", T)
+    return names(int(check_arrays(cfg, plan_columns([plan]), B, T)[0]))
 
 
 def _detail(c, plan, B, T, name) -> str:

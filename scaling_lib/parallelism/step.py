@@ -101,12 +101,15 @@ def _critical_comms(c, P, T, a, cluster, cal, comp, st):
     one_tp = np.where(sp, group_time("all-gather", act, tp, 1, cluster, cal)
                       + group_time("reduce-scatter", act, tp, 1, cluster, cal),
                       group_time("all-reduce", act, tp, 1, cluster, cal))
-    tp_mb = n_stage * (2 + full) * one_tp  # per layer: forward 2, backward 2, recompute 2
+    # per layer on the critical path: the forward's two all-reduces (attention and MLP
+    # outputs); the backward's two overlap the weight-gradient matmuls (Megatron-LM's
+    # asynchronous input-gradient all-reduce); full recomputation adds one (the fitted count)
+    tp_mb = n_stage * (2 + full) * one_tp
     # expert dispatch and combine: each device's M·k token copies (V/ep of the array V, /tp
     # with SP), forward and back, per MoE layer of the stage
     n_moe = np.minimum(c.n_moe_layers, n_stage)
     node = cluster.devices_per_node
-    ep_stride = node / np.minimum(ep, mesh.replica_members_per_node(P, node))
+    ep_stride = node / np.minimum(ep, mesh._replica_members_per_node(P, node))
     a2a = group_time("all-to-all", act * c.k * ep / np.where(sp, tp, 1.0), ep, ep_stride,
                      cluster, cal) if c.is_moe else 0.0 * M
     ep_mb = n_moe * 2 * (2 + full) * a2a
@@ -135,9 +138,9 @@ def _data_parallel(c, P, m, a, cluster, cal, comp, params, overlap_grad_reduce):
     S = zero_group(P)
     R = (P["dp"] * P["cp"]) / S  # HSDP: replicas of each shard
     node = cluster.devices_per_node
-    in_node = mesh.replica_members_per_node(P, node, shard=S)
+    in_node = mesh._replica_members_per_node(P, node, shard=S)
     s_stride = node / np.maximum(in_node, 1)
-    r_stride = node / np.maximum(mesh.replica_members_per_node(P, node) // np.maximum(in_node, 1), 1)
+    r_stride = node / np.maximum(mesh._replica_members_per_node(P, node) // np.maximum(in_node, 1), 1)
     stage_bytes = (dense + expert) * a
     f = comp["f"]
     ag3 = group_time("all-gather", stage_bytes, S, s_stride, cluster, cal)
@@ -199,7 +202,7 @@ def assemble(c, cluster, P, B, T, *, dtype, cal, flash, causal, overlap_grad_red
     acc = cluster.accelerator
     a = dtype_bytes(dtype)
     m = np.maximum(np.floor(B / (P["dp"] * P["micro_batch"])), 1.0)
-    st = mesh.axis_strides(P, order)
+    st = mesh._axis_strides(P, order)
     comp = _compute(c, acc, a, cal, P, T, flash, causal)
     crit = _critical_comms(c, P, T, a, cluster, cal, comp, st)
     params = stage_params(c, P)
