@@ -563,3 +563,16 @@ def test_training_memory_arrays_errors():
         mem.training_memory_arrays("llama3-8b", cols, 1, 2048, fragmentation=1.5)
     with pytest.raises(ValueError, match="non-empty list"):
         mem.plan_columns(ParallelPlan())
+
+
+def test_fp8_linear_inputs():
+    # Transformer Engine keeps each linear's input in fp8: the two norm outputs and the MLP's
+    # down-projection input lose a byte per element, the attention projection adds an fp8 copy
+    c = models.get("llama3-70b")
+    plan = ParallelPlan(tp=8, sequence_parallel=True)
+    bf16 = mem.training_memory(c, plan, 1, 8192)["activations"]
+    fp8 = mem.training_memory(c, plan, 1, 8192, fp8_linear_inputs=True)["activations"]
+    t = 8
+    saved_per_token = 2 * c.D / t + c.F / t - c.N * c.H / t
+    assert math.isclose(bf16 - fp8, c.L * 8192 * saved_per_token)
+    assert fp8 > mem.training_memory(c, plan, 1, 8192, dtype="fp8")["activations"]

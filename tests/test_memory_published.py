@@ -173,8 +173,8 @@ def test_mpt_runs_fit():
 #   distributed optimizer (zero 1 where the row leaves it blank), sequence parallelism whenever
 #   tp > 1 and bf16 gradient buffers (NeMo scripts/performance/helpers.py sets
 #   ``sequence_parallel = tp_size > 1`` and ``grad_reduce_in_fp32 = False``); no recomputation and
-#   micro-batch 1 where not stated. FP8 runs are evaluated with bf16 activations (Transformer
-#   Engine keeps most of them in bf16; an upper bound).
+#   micro-batch 1 where not stated. FP8 runs keep each linear layer's input in fp8 for its weight
+#   gradient (Transformer Engine: fp8_linear_inputs), the other activations in bf16.
 # - TorchTitan: FSDP2 (zero 3; with pipeline stages the weights are not re-sharded,
 #   reshard_after_forward=False, and the gradient is accumulated unsharded, as
 #   torch.distributed.pipelining does), fp32 gradient
@@ -185,11 +185,6 @@ KNOWN_REFUSALS = {
     "dgxc-maxtext-llama2-70b-fp8-64":
         "MaxText's custom remat policy (keep qkv/out projections and mlpwo only) is neither "
         "selective recomputation as modelled nor full recomputation",
-    "dgxc-nemotron4-340b-fp8-128":
-        "dp = 2 leaves the distributed optimizer 12/2 bytes per parameter of a 5.8e9-parameter "
-        "first stage; the model needs ~92 GB against 85.5 (fp8 activations, not modelled, "
-        "would save ~4 GB)",
-    "nemo2407-nemotron-340b-fp8-128": "the same layout as dgxc-nemotron4-340b-fp8-128",
 }
 
 
@@ -223,6 +218,8 @@ def runs_csv_memory(r):
     rec = g["recompute(none/selective/full)"] or "none"
     zero = int(g["zero_stage"] or 1)
     opts = dict(flash_attention=not old)
+    if g["precision"].startswith("fp8") and not g["id"].startswith("tt-"):
+        opts.update(fp8_linear_inputs=True)  # Transformer Engine (torchao's float8: bf16, bound)
     if g["id"].startswith("tt-"):
         zero = 3
         opts.update(recipe="fsdp", grad_reduce_dtype="fp32", selective="matmuls")

@@ -59,8 +59,10 @@ def _check_tp(cfg, tp, heads_phrase="must divide"):
 
 
 def _activation_terms(cfg, moe_layer: bool, T_kv, tp, sp: bool, recompute: str, flash: bool,
-                      a: float) -> dict:
-    """Bytes per token of one layer, by term, on one tensor-parallel rank."""
+                      a: float, fp8_inputs: bool = False) -> dict:
+    """Bytes per token of one layer, by term, on one tensor-parallel rank. ``fp8_inputs``:
+    the linear layers keep their inputs in fp8 for the weight gradients (Transformer Engine's
+    fp8 Linear / LayerNormLinear / LayerNormMLP save the cast input, 1 byte), dense layers."""
     c = cfg
     D, N = c.D, c.N
     t = tp
@@ -93,6 +95,13 @@ def _activation_terms(cfg, moe_layer: bool, T_kv, tp, sp: bool, recompute: str, 
                 "q, k, v": a * (N * c.H / t + c.H * np.maximum(c.K / t, 1.0)),
                 "attention output": a * N * c.H / t, "mlp hidden": kept_mlp,
                 "attention scores": (4.0 * N / t if flash else 0.0 * T_kv)}
+    if fp8_inputs and not moe_layer and c.mla is None:
+        # the norm outputs (inputs of QKV and of the MLP) and the MLP's down-projection input
+        # become 1 byte; the attention projection keeps an fp8 copy of its input beside the
+        # bf16 output the attention kernel saves
+        replicated = 2 * a * D + 2 * 1.0 * D + 2 * mask * D
+        attn_out = attn_out + 1.0 * N * c.H / t
+        mlp = ((2 * a if c.glu else a) + 1.0) * c.F / t
     if flash:
         scores = 4.0 * N / t  # fp32 log-sum-exp per query row; the T x T scores never stored
     elif recompute.startswith("selective"):

@@ -94,7 +94,8 @@ PARTS = ("parameters", "gathered parameters", "gradients", "gradient accumulator
 GRAD_ACCUMULATION = ("auto", "sharded", "unsharded")
 
 
-def _activation_per_token(c, P, T, flash, a, moe, recompute_as=None, selective="attention"):
+def _activation_per_token(c, P, T, flash, a, moe, recompute_as=None, selective="attention",
+                          fp8_inputs=False):
     """Bytes per token of one layer on each plan's device (dense or MoE layer)."""
     out = np.zeros(len(P["tp"]))
     tp = P["tp"].astype(float)
@@ -103,7 +104,7 @@ def _activation_per_token(c, P, T, flash, a, moe, recompute_as=None, selective="
             sel = (P["sequence_parallel"] == sp) & (P["recompute_idx"] == RECOMPUTE.index(r))
             if np.any(sel):
                 kind = recompute_as or _recompute_kind(r, selective)
-                terms = _activation_terms(c, moe, T, tp[sel], sp, kind, flash, a)
+                terms = _activation_terms(c, moe, T, tp[sel], sp, kind, flash, a, fp8_inputs)
                 out[sel] = sum(np.broadcast_to(v, (int(sel.sum()),)) for v in terms.values())
     return out
 
@@ -217,7 +218,8 @@ def training_memory_arrays(cfg, plans: dict, global_batch, T, *, dtype="bf16",
                            grad_accumulation: str = "auto", reshard_after_forward=None,
                            fragmentation=ALLOCATOR_FRAGMENTATION,
                            reserve: bool = True, devices_per_node=DEVICES_PER_NODE,
-                           selective: str = "attention", loss_dtype="fp32") -> dict:
+                           selective: str = "attention", loss_dtype="fp32",
+                           fp8_linear_inputs: bool = False) -> dict:
     """Bytes per device by part for n plans at once: ``{part: array of shape (n,)}``.
 
     ``plans``: columns ``dp, tp, pp, cp, ep, zero, micro_batch, virtual_stages`` (ints),
@@ -245,7 +247,10 @@ def training_memory_arrays(cfg, plans: dict, global_batch, T, *, dtype="bf16",
     recomputation ("attention": Megatron-LM's; "matmuls": torchtitan's per-op policy; see
     :func:`~scaling_lib.memory.activations.activation_bytes`). ``loss_dtype``: the dtype the
     loss holds its logits in ("fp32" under autocast or Megatron; "bf16" when the model runs
-    purely in bf16, as FSDP's PURE mixed precision).
+    purely in bf16, as FSDP's PURE mixed precision). ``fp8_linear_inputs``: fp8 training with
+    Transformer Engine keeps each linear layer's input in fp8 for its weight gradient (the norm
+    outputs and the MLP's down-projection input at 1 byte, plus an fp8 copy of the attention
+    output); ``dtype="fp8"`` instead stores every activation in 1 byte (a lower bound).
 
     >>> r = training_memory_arrays("llama3-8b", plan_columns([ParallelPlan(dp=8, zero=1)]), 8,
     ...                            4096)
@@ -260,6 +265,7 @@ def training_memory_arrays(cfg, plans: dict, global_batch, T, *, dtype="bf16",
     _check_flag("reserve", reserve)
     check_choice("grad_accumulation", grad_accumulation, GRAD_ACCUMULATION)
     _recompute_kind("selective", selective)  # a known policy
+    _check_flag("fp8_linear_inputs", fp8_linear_inputs)
     if reshard_after_forward is not None:
         _check_flag("reshard_after_forward", reshard_after_forward)
     frag = float(check_positive("fragmentation", fragmentation, allow_zero=True))
@@ -277,7 +283,8 @@ def training_memory_arrays(cfg, plans: dict, global_batch, T, *, dtype="bf16",
     # bytes per token of one layer: stored (dense, MoE) and rebuilt in full (dense, MoE)
     a, zero = opts["a"], np.zeros(len(m))
     opts["per_token"] = tuple(
-        _activation_per_token(c, P, T, flash_attention, a, moe, r, selective)
+        _activation_per_token(c, P, T, flash_attention, a, moe, r, selective,
+                              fp8_linear_inputs)
         if (c.is_moe or not moe)
         else zero for r in (None, "none") for moe in (False, True))
     first = _stage_memory(c, P, m, T, "first", opts)
@@ -292,7 +299,8 @@ def training_memory(cfg, plan: ParallelPlan | None = None, B=None, T=2048, *,
                     grad_accumulation: str = "auto", reshard_after_forward=None,
                     fragmentation=ALLOCATOR_FRAGMENTATION,
                     reserve: bool = True, devices_per_node=DEVICES_PER_NODE,
-                    selective: str = "attention", loss_dtype="fp32") -> Breakdown:
+                    selective: str = "attention", loss_dtype="fp32",
+                    fp8_linear_inputs: bool = False) -> Breakdown:
     """Memory of one device while training, by part: :func:`training_memory_arrays` for one plan.
 
     Parts (bytes): ``parameters``, ``gradients``, ``optimizer`` (the stage's share at the
@@ -333,7 +341,8 @@ def training_memory(cfg, plan: ParallelPlan | None = None, B=None, T=2048, *,
               grad_reduce_dtype=grad_reduce_dtype, grad_accumulation=grad_accumulation,
               reshard_after_forward=reshard_after_forward,
               fragmentation=fragmentation, reserve=reserve, devices_per_node=devices_per_node,
-              selective=selective, loss_dtype=loss_dtype)
+              selective=selective, loss_dtype=loss_dtype,
+              fp8_linear_inputs=fp8_linear_inputs)
     rows = [training_memory_arrays(c, cols, B, float(t), **kw) for t in Ts.ravel()]
     parts = {}
     for k in PARTS:
