@@ -8,9 +8,10 @@ fp32 logits):
 
 - ``parameters``, ``gradients``, ``optimizer``: the stage's share of the model at the recipe's
   bytes per parameter, sharded over the ZeRO group by stage (``states.model_state_bytes``).
-- ``gathered parameters`` (ZeRO-3/FSDP): the 16-bit weights the all-gathers materialise, either
-  two units in flight (the one computing, the one prefetched) when weights are re-sharded after
-  the forward pass, or the whole stage kept from its first gather to the end of the step.
+- ``gathered parameters`` (ZeRO-3/FSDP): the weights the all-gathers materialise in the compute
+  dtype, either two units in flight (the one computing, the one prefetched) when the plan
+  re-shards after the forward pass, or the whole stage kept from its first gather to the end of
+  the step (``reshard_after_forward=False``).
 - ``gradient accumulator`` (ZeRO-2/3 over several micro-batches): an unsharded gradient of the
   stage that accumulates locally until the last micro-batch reduce-scatters it (FSDP's
   ``no_sync``, PyTorch's pipeline stages), instead of a reduce-scatter after every micro-batch
@@ -18,7 +19,8 @@ fp32 logits):
 - ``activations``: ``activations.activation_bytes`` per layer for the micro-batch, times the
   stage's layers, times the micro-batches in flight (:func:`in_flight_microbatches`); with full
   recomputation plus one layer rebuilt in full.
-- ``logits``: the fp32 logits at the loss, on the last stage.
+- ``logits``: two copies of the logits at the loss (fp32 unless ``loss_dtype``), on the last
+  stage, for one micro-batch.
 - ``communication buffers``: ZeRO-2 reduce buckets, ZeRO-3 reduce-scatter inputs, the hidden
   states a pipeline stage sends on, context-parallel K/V blocks, the sequence-parallel all-gather
   output.
@@ -26,6 +28,9 @@ fp32 logits):
 - ``allocator fragmentation``: a share of the allocated bytes the caching allocator cannot reuse.
 
 Every constant below is sourced; the options say which framework behaviour each choice is.
+Left out: the optimizer step's temporaries (fused Adam updates in place), activation and
+optimizer offload (``states.offloaded_state_bytes``), expert load imbalance (the MoE terms
+assume dropless, balanced routing), and per-tensor allocator rounding.
 
 See: Chapter 6, "Memory for training"; Chapter 13 for the pipeline schedules.
 """
