@@ -174,7 +174,7 @@ def kv_cache_bytes_per_device(cfg, tp, B, S, kv_dtype="bf16", *, pp=1):
     >>> kv_cache_bytes_per_device("llama3-70b", 16, 1, 1000) / 1e6  # tp > K: still one head
     40.96
     >>> kv_cache_bytes_per_device("llama3-405b", 8, 1, 1000, pp=2) / 1e6  # half the layers
-    32.768
+    32.256
     """
     c = models.get(cfg)
     t = check_tp(c, tp)

@@ -245,10 +245,10 @@ def front(cfg, accelerator, device_counts, batches, *, prompt_len, gen_len, dtyp
     tokens/s per device: no other point is both faster per token and cheaper per device).
 
     >>> f = front("llama3-70b", "h100", [8], [1, 64], prompt_len=1024, gen_len=256)
-    >>> sorted(set(zip(f["tp"][f["pareto"]].tolist(), f["batch"][f["pareto"]].tolist())))[:2]
-    [(8, 1), (8, 64)]
+    >>> sorted(set(zip(f["tp"][f["pareto"]].tolist(), f["batch"][f["pareto"]].tolist())))[:2]  # (tp, batch)
+    [(4, 64), (8, 1)]
     """
-    from . import estimate as est
+    from . import estimator as est
     from .layout import layouts
 
     keys = ("n", "tp", "pp", "replicas", "batch", "tpot", "ttft", "tokens_per_s", "per_device",

@@ -64,7 +64,7 @@ def linear_step_time(cfg, accelerator, n_devices, context, *, dtype="bf16", kv_d
 
     >>> t0, t1 = linear_step_time("llama3-70b", "h100", 8, 2048)
     >>> round(t0 * 1e3, 2), round(t1 * 1e6, 1)  # ms, µs per sequence
-    (9.68, 25.0)
+    (9.71, 25.0)
     """
     acc = hardware.get(accelerator)
     n = check_int("n_devices", n_devices, maximum=2**24)

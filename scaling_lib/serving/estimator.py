@@ -219,7 +219,7 @@ def estimate(cfg, accelerator, n_devices, *, batch, prompt_len, gen_len, dtype="
 
     >>> e = estimate("llama3-70b", "h100", 8, batch=1, prompt_len=1024, gen_len=256)
     >>> e.layout, round(e.tpot * 1e3, 1), e.decode_bound, e.fits
-    ('tp=8 pp=1 replicas=1', 9.8, 'memory', True)
+    ('tp=8 pp=1 replicas=1', 9.7, 'memory', True)
     >>> e = estimate("llama3-405b", "h100", 16, batch=1, prompt_len=1024, gen_len=256)
     >>> e.layout, e.fits   # bf16 weights: two nodes, tensor parallel inside, stages across
     ('tp=8 pp=2 replicas=1', True)
@@ -363,7 +363,7 @@ def best_batch(cfg, accelerator, n_devices, *, tpot_budget, prompt_len, gen_len,
     infeasible. In this model tokens/s grows with the batch, so it is the largest feasible one.
 
     >>> best_batch("llama3-70b", "h100", 8, tpot_budget=0.02, prompt_len=1024, gen_len=256)
-    425
+    409
 
     See: Chapter "Serving at scale", "The latency-throughput trade-off".
     """
