@@ -291,6 +291,9 @@ def simulate(*, prompt_len, gen_len, kv_budget_tokens, prefill_time, t0, t1, rat
     left = G.copy()            # tokens still to generate
     cached = np.zeros(n, dtype=np.int64)  # tokens held in the KV cache (paged)
     done_tok = np.zeros(n, dtype=np.int64)  # tokens generated so far (kept on preemption)
+    if disaggregated:  # the prefill server made the first token
+        left -= 1
+        done_tok += 1
     run = np.zeros(0, dtype=np.int64)  # running requests, in admission order
     waiting: deque = deque()
     nxt = 0
@@ -298,6 +301,7 @@ def simulate(*, prompt_len, gen_len, kv_budget_tokens, prefill_time, t0, t1, rat
     busy = 0.0
     used = 0
     preempted = 0
+    was_preempted = np.zeros(n, dtype=bool)
     jt = join[order]
     while nxt < n or waiting or run.size:
         while nxt < n and jt[nxt] <= now:
@@ -321,7 +325,7 @@ def simulate(*, prompt_len, gen_len, kv_budget_tokens, prefill_time, t0, t1, rat
         if new:
             idx = np.array(new, dtype=np.int64)
             # a new request's prefill makes its first token; a preempted one recomputes
-            redo = done_tok[idx] > 0
+            redo = was_preempted[idx]
             dt = float(np.sum(np.where(redo, pre[idx] * (P[idx] + done_tok[idx]) / P[idx],
                                        pre_decode[idx]))) + step
             now += dt
@@ -338,6 +342,7 @@ def simulate(*, prompt_len, gen_len, kv_budget_tokens, prefill_time, t0, t1, rat
             if not disaggregated:
                 left[gen_now] -= 1
                 done_tok[gen_now] += 1
+            was_preempted[idx] = False
             run = np.concatenate([run, idx])
         else:
             k = int(left[run].min())
@@ -352,6 +357,7 @@ def simulate(*, prompt_len, gen_len, kv_budget_tokens, prefill_time, t0, t1, rat
                     used -= int(cached[j])
                     cached[j] = 0
                     waiting.appendleft(j)
+                    was_preempted[j] = True
                     preempted += 1
                     continue
                 k = min(k, int(room))
