@@ -23,7 +23,7 @@ import numpy as np
 
 from . import collectives, hardware, models, roofline, transformer
 from .breakdown import Breakdown
-from .units import check_count, check_positive, dtype_bytes, scalar_or_array as _out
+from .units import check_count, check_int, check_positive, dtype_bytes, scalar_or_array as _out
 
 
 def _cfg(cfg) -> models.TransformerConfig:
@@ -184,7 +184,8 @@ def tp_all_reduce_time(nbytes, tp, accelerator="h100", *, stride=1):
     >>> tp_all_reduce_time(16384, 1)
     0.0
     """
-    tp = int(check_count("tp", tp))
+    tp = check_int("tp", tp, maximum=2**24)
+    stride = check_int("stride", stride, maximum=2**24)
     V = check_positive("nbytes", nbytes, allow_zero=True)
     if tp == 1:
         return _out(0.0 * np.asarray(V, dtype=float))
@@ -261,7 +262,7 @@ def launch_time(cfg, *, pp=1, cuda_graphs=True):
     (5.0, 1.92)
     """
     c = _cfg(cfg)
-    pp = int(check_count("pp", pp))
+    pp = check_int("pp", pp, maximum=2**20)
     if cuda_graphs:
         return pp * GRAPH_LAUNCH_TIME
     return KERNELS_PER_LAYER * c.L * KERNEL_LAUNCH_TIME

@@ -185,7 +185,11 @@ def model_parallel_limit(ffn, batch, beta):
     F = check_positive("ffn", ffn)
     B = check_positive("batch", batch)
     beta = check_positive("beta", beta)
-    return _out(F / (B * beta))
+    denom = np.asarray(B, dtype=float) * beta
+    if np.any(denom == 0):
+        raise ValueError(f"batch={_brief(batch)} x beta={_brief(beta)} underflows to 0; give "
+                         "a batch of at least 1 and a positive bandwidth ratio")
+    return _out(F / denom)
 
 
 def model_parallel_times(batch, D, F, Y, accelerator, *, dtype="bf16", act_dtype="bf16",

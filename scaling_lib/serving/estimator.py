@@ -381,15 +381,16 @@ def best_batch(cfg, accelerator, n_devices, *, tpot_budget, prompt_len, gen_len,
 
 
 def decode_time_breakdown(cfg, accelerator, n_devices, *, batch, context, dtype="bf16",
-                          kv_dtype=None, tp=None, pp=1) -> Breakdown:
-    """A decode step's parts in seconds: reading weights, reading KV, FLOPs, all-reduces.
+                          kv_dtype=None, tp=None, pp=1, launch=True) -> Breakdown:
+    """A decode step's parts in seconds: reading weights, reading KV, FLOPs, all-reduces, launch.
 
     From :func:`scaling_lib.inference.decode_step_parts` with tp = n_devices (or the given tp
     and pp): "weights" and "kv cache" split its memory term (weight bytes and the cache, with
     the kv copies of tp > K, over n/pp devices), "flops" is its compute, "communication" its
-    all-reduces and pipeline sends. The step (:func:`scaling_lib.inference.decode_step_time`) is
-    max(weights + kv cache, flops) + communication: the first three overlap, the last does not.
-    Broadcasts over an array of ``batch``.
+    all-reduces and pipeline sends, "launch" its launch floor (0 with ``launch=False``). The step
+    (:func:`scaling_lib.inference.decode_step_time`, :func:`estimate`'s TPOT for that layout) is
+    max(weights + kv cache, flops) + communication + launch: the first three overlap, the rest
+    does not. Broadcasts over an array of ``batch``.
 
     >>> t = decode_time_breakdown("llama3-70b", "h100", 8, batch=1, context=1152)
     >>> {k: round(v * 1e3, 2) for k, v in t.items() if k != "communication"}  # ms
@@ -405,7 +406,8 @@ def decode_time_breakdown(cfg, accelerator, n_devices, *, batch, context, dtype=
     if np.ndim(S):
         raise ValueError(f"context={_brief(context)} must be a single number")
     t = n if tp is None else _layout.check_tp(c, tp)
-    parts = inference.decode_step_parts(c, B, S, acc, n, dtype, kv_dtype, tp=t, pp=pp)
+    parts = inference.decode_step_parts(c, B, S, acc, n, dtype, kv_dtype, tp=t, pp=pp,
+                                        launch=launch)
     nbytes = inference.decode_bytes(c, B, S, dtype, kv_dtype)
     w = np.asarray(nbytes["weights"], dtype=float)
     kv = inference.kv_replication(c, t) * np.asarray(nbytes["kv cache"], dtype=float)
@@ -414,6 +416,7 @@ def decode_time_breakdown(cfg, accelerator, n_devices, *, batch, context, dtype=
         "weights": _out(mem * w / (w + kv)), "kv cache": _out(mem * kv / (w + kv)),
         "flops": parts["compute"],
         "communication": _out(np.asarray(parts["communication"]) + parts["pipeline"]),
+        "launch": parts["launch"],
     }, unit="s")
 
 

@@ -190,8 +190,9 @@ def weight_bytes_per_device(cfg, tp, pp=1, dtype="bf16") -> float:
     50.7
     """
     c = models.get(cfg)
-    return float(transformer.n_params(c) * np.asarray(_w(dtype)) / (check_count("tp", tp)
-                                                                      * check_count("pp", pp)))
+    t = check_int("tp", tp, maximum=2**24)
+    p = check_int("pp", pp, maximum=2**24)
+    return float(transformer.n_params(c) * _w(dtype) / (t * p))
 
 
 def _w(dtype):
