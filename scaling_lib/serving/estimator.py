@@ -219,7 +219,7 @@ def estimate(cfg, accelerator, n_devices, *, batch, prompt_len, gen_len, dtype="
 
     >>> e = estimate("llama3-70b", "h100", 8, batch=1, prompt_len=1024, gen_len=256)
     >>> e.layout, round(e.tpot * 1e3, 1), e.decode_bound, e.fits
-    ('tp=8 pp=1 replicas=1', 9.7, 'memory', True)
+    ('tp=8 pp=1 replicas=1', 6.2, 'memory', True)
     >>> e = estimate("llama3-405b", "h100", 16, batch=1, prompt_len=1024, gen_len=256)
     >>> e.layout, e.fits   # bf16 weights: two nodes, tensor parallel inside, stages across
     ('tp=8 pp=2 replicas=1', True)
@@ -394,7 +394,7 @@ def decode_time_breakdown(cfg, accelerator, n_devices, *, batch, context, dtype=
 
     >>> t = decode_time_breakdown("llama3-70b", "h100", 8, batch=1, context=1152)
     >>> {k: round(v * 1e3, 2) for k, v in t.items() if k != "communication"}  # ms
-    {'weights': 5.19, 'kv cache': 0.01, 'flops': 0.02}
+    {'weights': 5.19, 'kv cache': 0.01, 'flops': 0.02, 'launch': 0.01}
 
     See: Chapter "Serving at scale", "The latency-throughput trade-off".
     """
