@@ -233,3 +233,19 @@ def test_disaggregated_prefill_prices_the_kv_transfer():
     # first token from the prefill server; the cache moves; then 63 decode steps of batch 1
     assert r.ttft[0] == pytest.approx(0.05)
     assert r.latency[0] == pytest.approx(0.05 + 0.03 + 63 * (0.01 + 1e-4))
+
+
+def test_a_given_pp_keeps_the_tp_degrees_it_divides():
+    lays = serving.layouts("llama3-70b", "h100", 12, pp=4)
+    assert lays and all(x.pp == 4 and x.tp * x.pp * x.replicas == 12 for x in lays)
+    with pytest.raises(ValueError, match="pp=5 does not divide"):
+        serving.layouts("llama3-70b", "h100", 12, pp=5)
+
+
+def test_simulator_takes_per_request_lengths():
+    P = np.array([512, 1024, 2048])
+    r = sim.simulate(prompt_len=P, gen_len=np.array([4, 8, 16]), kv_budget_tokens=100_000,
+                     prefill_time=0.01, t0=0.01, t1=0.0, arrival_times=[0.0, 10.0, 20.0])
+    # prefill scales with each prompt (0.01 s for the first one's 512 tokens), alone on the server
+    np.testing.assert_allclose(r.ttft, 0.01 * P / 512)
+    np.testing.assert_allclose(r.latency, 0.01 * P / 512 + 0.01 * (np.array([4, 8, 16]) - 1))

@@ -263,7 +263,10 @@ def kv_cache_layout(K, Y, batch=None):
 
     Heads first, gcd(K, Y) ways (a head cannot be split), then the remaining Y / gcd(K, Y) ways
     over the batch, which must divide ``batch`` when one is given (Austin et al. 2025, Part 7,
-    "Sharding the KV cache"). Every device then holds 1/Y of the cache.
+    "Sharding the KV cache"). Every device then holds 1/Y of the cache. This is the
+    batch-sharded alternative (two all-to-alls per attention layer); Megatron-style engines copy
+    each kv head instead once Y > K, and the bytes per device the estimate charges have one home,
+    :func:`scaling_lib.serving.kv_cache_bytes_per_device`.
 
     >>> kv_cache_layout(8, 32, batch=64)
     (8, 4)

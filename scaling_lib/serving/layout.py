@@ -137,9 +137,12 @@ def layouts(cfg, accelerator, n_devices, *, tp=None, pp=None, replicas=None) -> 
         tps = [t for t in tp_choices(c) if n % t == 0 and t <= max(domain, 1)]
     if pp is not None:
         p = _check_pp(c, pp)
-        if any((n // t) % p for t in tps):
-            raise ValueError(f"pp={p} does not divide n_devices / tp = {n // tps[0]}; choose "
-                             f"pp in {[d for d in range(1, n // tps[0] + 1) if (n // tps[0]) % d == 0 and d <= c.L]}")
+        fit = [t for t in tps if (n // t) % p == 0]
+        if not fit:
+            rest = n // tps[0]
+            raise ValueError(f"pp={p} does not divide n_devices / tp = {rest}; choose pp in "
+                             f"{[d for d in range(1, rest + 1) if rest % d == 0 and d <= c.L]}")
+        tps = fit
     if replicas is not None:
         r = check_int("replicas", replicas, maximum=2**24)
         if n % r:
