@@ -26,6 +26,7 @@ from importlib import resources
 
 import numpy as np
 
+from . import calibrate as _calibrate
 from . import hardware, models, published
 from .parallelism.estimate import DEFAULT_CALIBRATION, Calibration, estimate_arrays
 from .units import _brief, check_choice
@@ -137,70 +138,71 @@ def ape(pred, measured) -> np.ndarray:
     return np.abs(np.asarray(pred) - np.asarray(measured)) / np.asarray(measured)
 
 
-FIT_FIELDS = ("gemm_efficiency", "hbm_efficiency", "kernel_time", "nvlink_efficiency",
-              "nvlink_latency", "network_efficiency", "network_latency", "step_overhead")
+FIT_FIELDS = _calibrate.FIT_FIELDS
+_BOUNDS = _calibrate.BOUNDS  # the fitted constants' physical bounds, sourced in calibrate.BOUNDS
+ROBUST_SCALE = _calibrate.ROBUST_SCALE
 
 
-# Bounds of the fitted constants, physical priors: fractions of a peak in (0, 1]; NCCL reaches
-# 60-95% of the line rate on large messages (NVIDIA's nccl-tests bus bandwidths), and one step
-# of a collective costs 1-50 µs; a kernel's dispatch 0.1 µs to 1 ms; host work per step < 1 s.
-_BOUNDS = {"gemm_efficiency": (0.2, 1.0), "hbm_efficiency": (0.2, 1.0),
-           "gemm_k_half": (1.0, 2048.0),
-           "nvlink_efficiency": (0.6, 0.95), "network_efficiency": (0.6, 0.95),
-           "kernel_time": (1e-7, 1e-3), "nvlink_latency": (1e-6, 50e-6),
-           "network_latency": (1e-6, 50e-6), "step_overhead": (0.0, 1.0)}
+def measurements(which: str = "single", part: str = "all") -> list:
+    """The rows of a vTrain file as :class:`scaling_lib.calibrate.Measurement` records: what
+    :func:`predict` hands the estimator (full recomputation, 1F1B, the padded GPT-2 vocabulary,
+    :func:`vtrain_cluster`), so the public fitter runs on them (with ``VTRAIN_OPTIONS``).
 
+    >>> m = measurements("multi", "test")
+    >>> len(m), m[0].plan.recompute, m[0].line
+    (36, 'full', 1)
+    """
+    from .parallelism import ParallelPlan
 
-ROBUST_SCALE = 0.05  # log-ratio beyond which a row's miss counts linearly in the fit
+    rows = load(which)
+    sel = np.flatnonzero(split(rows, part))
+    clusters, cfgs, out = {}, {}, []
+    for i in sel:
+        D, N, L, T, tp = (int(rows[k][i]) for k in ("D", "N", "L", "T", "tp"))
+        n = int(rows["n_gpus"][i])
+        key = (L, D, N, T, tp)
+        if key not in cfgs:
+            cfgs[key] = models.gpt(L, D, N, V=padded_vocab(GPT2_VOCAB, tp), T_max=T)
+        if n not in clusters:
+            clusters[n] = vtrain_cluster(n)
+        plan = ParallelPlan(dp=int(rows["dp"][i]), tp=tp, pp=int(rows["pp"][i]),
+                            micro_batch=int(rows["micro_batch"][i]), recompute="full",
+                            schedule="1f1b", sequence_parallel=False)
+        out.append(_calibrate.Measurement(cfgs[key], clusters[n], plan,
+                                          int(rows["global_batch"][i]), T,
+                                          float(rows["measured"][i]), "fp16", int(i),
+                                          f"vtrain-{which}"))
+    return out
 
 
 def fit(calibration=None, fields=FIT_FIELDS, *, which=("single", "multi"), part="train",
         max_evals=400) -> Calibration:
-    """Fit ``fields`` of the Calibration to the rows of ``part`` of the files ``which``.
+    """Fit ``fields`` of the Calibration to the rows of ``part`` of the files ``which``:
+    :func:`scaling_lib.calibrate.fit_measurements` (the one fitter) on :func:`measurements`,
+    each file weighted equally whatever its number of rows, no cross-validation (the odd rows
+    are the held-out set).
 
     Robust least squares on the log ratio predicted / measured (a 10% miss weighs the same on
     a 60 ms and a 20 s step; misses beyond ``ROBUST_SCALE`` count linearly, so a few rows with
-    effects outside the model do not drag the constants), each file weighted equally whatever
-    its number of rows; bounded
-    (fractions in (0, 1], times positive). Takes a few hundred evaluations of :func:`predict`:
-    seconds to a minute. ``VTRAIN_CALIBRATION`` is the result for the defaults, rounded.
+    effects outside the model do not drag the constants), bounded (``calibrate.BOUNDS``).
+    Takes a few hundred evaluations of the estimator: seconds to minutes.
+    ``VTRAIN_CALIBRATION`` is the result for the defaults, rounded.
     """
-    from scipy.optimize import least_squares
-
     cal0 = VTRAIN_CALIBRATION if calibration is None else calibration
     if not isinstance(cal0, Calibration):
         raise ValueError(f"calibration={_brief(cal0)} must be a Calibration")
     unknown = sorted(set(fields) - set(_BOUNDS))
     if unknown:
         raise ValueError(f"cannot fit {unknown}; valid fields: {', '.join(_BOUNDS)}")
-    sets = []
+    rows, weights = [], []
     for w in which:
-        rows = load(w)
-        sel = split(rows, part)
-        sets.append({k: v[sel] for k, v in rows.items()})
-    weights = [1 / np.sqrt(len(s["measured"])) for s in sets]
-    lo = np.array([_BOUNDS[f][0] for f in fields])
-    hi = np.array([_BOUNDS[f][1] for f in fields])
-    scale = np.where(hi <= 1.0 + 1e-12, 1.0, 1e-5)  # times in units of 10 µs
-    scale[np.array(fields) == "step_overhead"] = 1e-2
-    scale[np.array(fields) == "gemm_k_half"] = 100.0
-    x0 = np.clip([getattr(cal0, f) for f in fields], lo, hi) / scale
-
-    w = np.concatenate([np.full(len(s["measured"]), wt ** 2) for wt, s in zip(weights, sets)])
-
-    def residuals(x):
-        cal = dataclasses.replace(cal0, **dict(zip(fields, x * scale)))
-        return np.concatenate([np.log(predict(s, cal) / s["measured"]) for s in sets])
-
-    def loss(z):  # soft-l1, each row weighted so that every file counts the same
-        t = 1 + z
-        return np.stack([w * 2 * (np.sqrt(t) - 1), w / np.sqrt(t), -w / 2 * t ** -1.5])
-
-    # a robust loss (quadratic within ROBUST_SCALE, linear beyond): rows the model cannot
-    # describe (allocator thrashing, see the chapter) must not drag the physical constants
-    res = least_squares(residuals, x0, bounds=(lo / scale, hi / scale), max_nfev=max_evals,
-                        x_scale="jac", loss=loss, f_scale=ROBUST_SCALE)
-    return dataclasses.replace(cal0, **dict(zip(fields, (res.x * scale).tolist())))
+        m = measurements(w, part)
+        rows += m
+        weights += [1 / len(m)] * len(m)
+    cal, _ = _calibrate.fit_measurements(rows, fields=tuple(fields), calibration=cal0,
+                                         weights=weights, options=VTRAIN_OPTIONS,
+                                         cross_validate=False, max_evals=max_evals)
+    return cal
 
 
 @dataclass(frozen=True)
@@ -354,20 +356,20 @@ def korthikanti_comparison(calibration=None) -> list[dict]:
 def recalibrate_gemm(records_fn, calibration=None, *, train=lambda r: True):
     """A Calibration whose η_c (``gemm_efficiency``) alone is refitted so that the comparisons
     ``records_fn(calibration)`` selected by ``train`` match on average (least squares on the log
-    error), every other constant kept: how a user adapts the estimator to a faster or slower
+    error, by the one fitter :func:`scaling_lib.calibrate.fit_constants`), every other constant
+    kept: how a user adapts the estimator to a faster or slower
     software stack from a few measured steps. Returns (calibration, records with it).
     """
-    from scipy.optimize import minimize_scalar
-
     cal0 = VTRAIN_CALIBRATION if calibration is None else calibration
 
-    def loss(eta):
-        recs = [r for r in records_fn(dataclasses.replace(cal0, gemm_efficiency=eta)) if train(r)]
-        return float(np.mean([np.log1p(r["error"]) ** 2 for r in recs]))
+    def chosen(cal):
+        return [r for r in records_fn(cal) if train(r)]
 
-    res = minimize_scalar(loss, bounds=(0.3, 1.0), method="bounded",
-                          options=dict(xatol=1e-3))
-    cal = dataclasses.replace(cal0, gemm_efficiency=round(float(res.x), 3))
+    measured = np.array([r["published"] for r in chosen(cal0)], float)
+    fitted = _calibrate.fit_constants(
+        lambda cal: np.array([r["estimated"] for r in chosen(cal)], float), measured, cal0,
+        ("gemm_efficiency",))
+    cal = dataclasses.replace(cal0, gemm_efficiency=round(fitted.gemm_efficiency, 3))
     return cal, records_fn(cal)
 
 
