@@ -114,7 +114,7 @@ def build_model(v: dict, spell=_csv_name):
         except ValueError:
             raise ValueError(f"unknown model {v['model']!r}; choose one of: "
                              f"{', '.join(models.names())} (or layers, hidden, heads)") from None
-    missing = [spell(f, "")[:-1].rstrip("= ") for f in ("layers", "hidden", "heads")
+    missing = [spell(f, "").strip(" =") for f in ("layers", "hidden", "heads")
                if v.get(f) is None]
     if missing:
         raise ValueError(f"give a model preset ({', '.join(models.names())}) or a custom model "
@@ -309,6 +309,7 @@ class _Batches:
     def __init__(self, rows, options):
         self.n = len(rows)
         self.options = dict(options or {})
+        self.options.pop("dtype", None)  # each row carries its own precision
         groups: dict = {}
         for i, r in enumerate(rows):
             key = (repr(r.cfg), repr(r.cluster), r.global_batch, r.seq_len, r.dtype)
@@ -337,10 +338,12 @@ FIT_FIELDS = ("gemm_efficiency", "hbm_efficiency", "kernel_time", "nvlink_effici
               "nvlink_latency", "network_efficiency", "network_latency", "step_overhead")
 # Bounds of each constant, physical limits and priors (lower, upper):
 BOUNDS = {
-    # a fraction of the dense datasheet peak cannot exceed 1; large bf16 GEMMs reach 70-90% of
-    # it in cuBLAS (NVIDIA, "Matrix Multiplication Background User's Guide", 2023, fig. 3-5),
-    # fp8 and small or odd shapes much less: 0.2 leaves room for a slow stack
-    "gemm_efficiency": (0.2, 1.0),
+    # a share of the dense datasheet peak: the largest cuBLAS matmul on an A100 (8192³, bf16)
+    # reaches 258 of 312 TFLOP/s (83%) on random data, 295 (95%) only on all-zero inputs
+    # that draw less power (H. He 2024, "Strangely, matrix multiplications on GPUs run faster
+    # when given 'predictable' data", thonking.ai): 0.9 is the ceiling of real training data.
+    # fp8 stacks and small or odd shapes reach far less: 0.2 leaves room for a slow stack
+    "gemm_efficiency": (0.2, 0.9),
     # streaming kernels reach 80-93% of HBM bandwidth (Jia et al. 2018, "Dissecting the NVIDIA
     # Volta GPU architecture via microbenchmarking", table 3.1; the same holds on A100/H100);
     # unfused PyTorch element-wise chains far less
@@ -372,8 +375,14 @@ PRIOR_WEIGHT = 0.1
 MIN_SENSITIVITY = 0.01
 # Rows per fitted constant: a handful of rows fits a few constants, not all of them.
 ROWS_PER_FIELD = 2
+# Relative precision of the fitted constants (least squares' xtol).
+FIT_TOLERANCE = 1e-3
 # Cross-validation: leave one out up to this many rows, else this many interleaved folds.
 LOO_MAX_ROWS = 30
+# Choosing the constants: folds of the cross-validation, and the share by which the held-out
+# error must fall for one more constant to be fitted (parsimony: physics, not rows).
+SELECTION_FOLDS = 5
+MIN_GAIN = 0.05
 
 
 def _scales(fields):
@@ -461,8 +470,10 @@ def fit_constants(predict_fn, measured, calibration, fields, *, weights=None,
         t = 1 + z
         return np.stack([wt * 2 * (np.sqrt(t) - 1), wt / np.sqrt(t), -wt / 2 * t ** -1.5])
 
+    # constants to 0.1% are plenty (FIT_TOLERANCE): a tighter fit only costs time
     res = least_squares(residuals, x0, bounds=(lb, ub), max_nfev=max_evals, x_scale="jac",
-                        loss=loss, f_scale=ROBUST_SCALE)
+                        loss=loss, f_scale=ROBUST_SCALE, xtol=FIT_TOLERANCE,
+                        ftol=FIT_TOLERANCE ** 2, diff_step=1e-3)
     return cal_of(res.x)
 
 
@@ -563,11 +574,58 @@ class FitReport:
                                                   self.predicted, self.predicted_held_out)]}
 
 
-def choose_fields(predict_fn, calibration, n_rows, fields=FIT_FIELDS) -> tuple[tuple, dict]:
-    """(constants to fit, {constant kept: why}): those some row depends on
-    (``MIN_SENSITIVITY``), the most influential first, at most one per ``ROWS_PER_FIELD``
-    rows."""
-    sens = sensitivities(predict_fn, calibration, fields)
+def _folds(n: int, k: int) -> list[np.ndarray]:
+    """Masks of k interleaved folds of n rows (row i in fold i mod k)."""
+    idx = np.arange(n)
+    return [idx % k == j for j in range(k)]
+
+
+def _cross_predict(rows, measured, cal0, fields, weights, options, k, max_evals):
+    """Each row predicted by a fit of ``fields`` on the rows outside its fold."""
+    held = np.full(len(rows), np.nan)
+    for out in _folds(len(rows), k):
+        train = [r for r, o in zip(rows, out) if not o]
+        wk = None if weights is None else weights[~out]
+        ck = fit_constants(_Batches(train, options), measured[~out], cal0, fields, weights=wk,
+                           max_evals=max_evals)
+        held[out] = _Batches([r for r, o in zip(rows, out) if o], options)(ck)
+    return held
+
+
+def _at_bound(cal, fields, start) -> list:
+    """The fitted constants that moved onto (within 1% of the log range of) a bound."""
+    out = []
+    for f in fields:
+        lo, hi = BOUNDS[f]
+        x = getattr(cal, f)
+        if math.isclose(x, getattr(start, f), rel_tol=1e-3):
+            continue  # did not move (it may start on a bound: the default fit put it there)
+        if lo > 0:
+            near = min(math.log(x / lo), math.log(hi / x)) <= 0.01 * math.log(hi / lo)
+        else:
+            near = min(x - lo, hi - x) <= 0.01 * (hi - lo)
+        if near:
+            out.append((f, lo if abs(x - lo) < abs(x - hi) else hi))
+    return out
+
+
+def choose_fields(rows, calibration=None, fields=FIT_FIELDS, *, weights=None, options=None,
+                  max_evals=200) -> tuple[tuple, dict]:
+    """(constants to fit, {constant kept at its start: why}), by forward selection.
+
+    Candidates: the constants some row depends on (``MIN_SENSITIVITY``), the most influential
+    first, at most one per ``ROWS_PER_FIELD`` rows. Each is added only if (1) with it the
+    cross-validated error (``SELECTION_FOLDS`` interleaved folds: rows predicted by fits that
+    did not see them) falls by at least ``MIN_GAIN`` of its value, and (2) no fitted constant
+    ends on a physical bound: a constant pushed to its limit is standing in for an effect the
+    model lacks, and would carry that error to other shapes and scales.
+    """
+    rows = tuple(rows)
+    cal0 = DEFAULT_CALIBRATION if calibration is None else calibration
+    measured = np.array([r.step_time for r in rows], float)
+    w = None if weights is None else np.asarray(weights, float)
+    batches = _Batches(rows, options)
+    sens = sensitivities(batches, cal0, fields)
     kept, live = {}, []
     for f in fields:
         if sens[f] < MIN_SENSITIVITY:
@@ -575,10 +633,38 @@ def choose_fields(predict_fn, calibration, n_rows, fields=FIT_FIELDS) -> tuple[t
         else:
             live.append(f)
     live.sort(key=lambda f: -sens[f])
-    cap = max(1, n_rows // ROWS_PER_FIELD)
+    cap = max(1, len(rows) // ROWS_PER_FIELD)
     for f in live[cap:]:
-        kept[f] = f"too few rows to fit it too ({n_rows} rows fit at most {cap} constants)"
-    return tuple(live[:cap]), kept
+        kept[f] = f"too few rows to fit it too ({len(rows)} rows fit at most {cap} constants)"
+    k = min(len(rows), SELECTION_FOLDS)
+    if k < 2:
+        return tuple(live[:1]), kept
+    wts = np.ones(len(rows)) if w is None else w / w.mean()
+
+    def cv_error(fs):
+        if not fs:
+            return float(np.average(np.abs(batches(cal0) / measured - 1), weights=wts))
+        held = _cross_predict(rows, measured, cal0, fs, w, options, k, max_evals)
+        return float(np.average(np.abs(held / measured - 1), weights=wts))
+
+    chosen: list = []
+    best = cv_error(chosen)
+    for f in live[:cap]:
+        trial = chosen + [f]
+        full = fit_constants(batches, measured, cal0, trial, weights=w, max_evals=max_evals)
+        pinned = _at_bound(full, trial, cal0)
+        if pinned:
+            g, b = pinned[0]
+            kept[f] = (f"fitting it pushed {g} to its bound {b:g}: the runs ask for more than "
+                       "physics allows, a sign of an effect the model lacks")
+            continue
+        err = cv_error(trial)
+        if err <= best * (1 - MIN_GAIN):
+            chosen, best = trial, err
+        else:
+            kept[f] = (f"fitting it too did not lower the held-out error by {MIN_GAIN:.0%} "
+                       f"({best:.1%} -> {err:.1%})")
+    return tuple(chosen), kept
 
 
 def fit_measurements(rows, *, fields=None, calibration=None, weights=None, options=None,
@@ -617,7 +703,8 @@ def fit_measurements(rows, *, fields=None, calibration=None, weights=None, optio
         raise ValueError(f"weights must be {len(rows)} positive numbers, one per row")
     batches = _Batches(rows, options)
     if fields is None:
-        fields, kept = choose_fields(batches, cal0, len(rows))
+        fields, kept = choose_fields(rows, cal0, weights=w, options=options,
+                                     max_evals=max_evals)
     else:
         fields = tuple(fields)
         unknown = sorted(set(fields) - set(BOUNDS))
@@ -629,15 +716,7 @@ def fit_measurements(rows, *, fields=None, calibration=None, weights=None, optio
     folds = 0
     if cross_validate and len(rows) > 1 and fields:
         folds = len(rows) if len(rows) <= LOO_MAX_ROWS else 10
-        idx = np.arange(len(rows))
-        for k in range(folds):
-            out = idx % folds == k
-            train = [rows[i] for i in idx[~out]]
-            sub = _Batches(train, options)
-            wk = None if w is None else w[~out]
-            ck = fit_constants(sub, measured[~out], cal0, fields, weights=wk,
-                               max_evals=max_evals)
-            held[out] = _Batches([rows[i] for i in idx[out]], options)(ck)
+        held = _cross_predict(rows, measured, cal0, fields, w, options, folds, max_evals)
     rep = FitReport(rows, cal0, cal, fields, kept, batches(cal0), batches(cal), held, folds,
                     measured)
     return cal, rep
