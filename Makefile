@@ -49,7 +49,7 @@ lab: $(STAMP)
 	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 exercises: $(STAMP)
-	$(BIN)/python -m scaling_lib.exercises build
+	$(BIN)/python -m scaling_lib.course.exercises build
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/budgets.py

@@ -4,7 +4,7 @@ Subcommands (each a small function registered in ``SUBCOMMANDS``; ``estimate``, 
 ``optimal`` and ``serve`` join ``grade`` as siblings):
 
     grade SUBMISSIONS_DIR [--out gradebook.csv] [--timeout S] [--json] ...
-        grade a folder of submitted exercise notebooks (see ``scaling_lib.gradebook``)
+        grade a folder of submitted exercise notebooks (see ``scaling_lib.course.gradebook``)
 
 Bad input prints one line naming the rule and the valid choices and exits with status 2, without a
 traceback.
@@ -64,7 +64,7 @@ def _add_grade(sub) -> None:
 
 
 def _grade(args) -> int:
-    from . import gradebook as gb
+    from .course import gradebook as gb
 
     folder = Path(args.submissions)
     if not folder.is_dir():

@@ -185,7 +185,7 @@ class ScalingCurve:
 
 @functools.lru_cache(maxsize=512)
 def _best(cfg, accelerator, n, gpus_per_node, global_batch, seq_len):
-    from . import planner  # the planner imports the parallelism stack; keep this module light
+    from . import planner
 
     cluster = hardware.cluster(accelerator, int(n), devices_per_node=min(int(n), gpus_per_node))
     try:

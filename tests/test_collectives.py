@@ -383,7 +383,7 @@ def test_explorer_plot_draws_library_numbers():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from scaling_lib.widgets import collectives as wc
+    from scaling_lib.course.widgets import collectives as wc
 
     fig, ax = plt.subplots()
     drawn = wc.plot_collective_costs(ax, "all-gather", "hierarchical", 64, ("h100", "tpu-v5e"),
@@ -524,7 +524,7 @@ def test_flat_vs_hierarchical_figure_draws_library_numbers():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from scaling_lib.widgets import collectives as wc
+    from scaling_lib.course.widgets import collectives as wc
 
     fig, ax = plt.subplots()
     times, ns = wc.plot_flat_vs_hierarchical(ax, "all-reduce", 1e9, "h100", (16, 256))

@@ -5,10 +5,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from scaling_lib import drills, hardware
-from scaling_lib.drills_build import notebook
-from scaling_lib.grading import FAIL, PASS, Params, assess
-from scaling_lib.keys import drills as key
+from scaling_lib import hardware
+from scaling_lib.course import drills
+from scaling_lib.course.drills_build import notebook
+from scaling_lib.course.grading import FAIL, PASS, Params, assess
+from scaling_lib.course.keys import drills as key
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,7 +34,7 @@ def test_committed_notebooks_match_the_bank(stem):
     made = [c.source for c in notebook(stem, setup).cells if c.cell_type == "code"]
     have = [c.source for c in nbformat.read(ROOT / "solutions" / f"{stem}.ipynb", as_version=4)
             .cells if c.cell_type == "code"]
-    assert made == have, "run `python -m scaling_lib.drills_build` and re-run the notebooks"
+    assert made == have, "run `python -m scaling_lib.course.drills_build` and re-run the notebooks"
 
 
 def test_a_changed_constant_changes_the_drill_and_its_answer(monkeypatch):

@@ -5,7 +5,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from scaling_lib.exercises import MarkupError, build, main, make_exercise, strip_solutions
+from scaling_lib.course.exercises import MarkupError, build, main, make_exercise, strip_solutions
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
@@ -13,7 +13,7 @@ SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 
 def test_committed_exercises_match_regenerated():
     stale = build(ROOT, check=True)
-    assert stale == [], f"run `python -m scaling_lib.exercises build`; stale: {stale}"
+    assert stale == [], f"run `python -m scaling_lib.course.exercises build`; stale: {stale}"
 
 
 def test_every_solution_has_an_exercise_and_back():

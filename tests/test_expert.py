@@ -149,7 +149,7 @@ def test_figure_drop_curves():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from scaling_lib.widgets import expert as fig_mod
+    from scaling_lib.course.widgets import expert as fig_mod
 
     for skew in fig_mod.SKEWS:
         d = fig_mod.drop_curve(1024, 16, 2, skew)

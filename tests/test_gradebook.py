@@ -13,7 +13,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from scaling_lib import gradebook as gb
+from scaling_lib.course import gradebook as gb
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location(
@@ -118,7 +118,7 @@ def test_codec_arrays_and_strangers():
     np.testing.assert_array_equal(gb.decode(gb.encode(a)), a)
     assert gb.decode(gb.encode(np.int64(7))).dtype.kind == "i"
     odd = gb.decode(gb.encode(object()))
-    from scaling_lib.grading import assess
+    from scaling_lib.course.grading import assess
     verdict, msg = assess(odd, 1.0)
     assert verdict == "FAIL" and "object" in msg
 
@@ -173,7 +173,7 @@ def test_codec_keeps_array_dtypes():
 
 
 def test_kernel_memory_limit_and_survival(tmp_path):
-    from scaling_lib.sandbox import Kernel
+    from scaling_lib.course.sandbox import Kernel
 
     with Kernel(str(tmp_path), memory_bytes=512 * 2**20) as k:
         out = k.run("x = bytearray(1024 * 2**20)", 30)

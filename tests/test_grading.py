@@ -10,9 +10,9 @@ import nbformat
 import numpy as np
 import pytest
 
-from scaling_lib import grading
-from scaling_lib.exercises import MarkupError, audit_methods, graded_checks
-from scaling_lib.grading import (FAIL, NOT_SOLVED, PASS, assess, check, check_function, draw,
+from scaling_lib.course import grading
+from scaling_lib.course.exercises import MarkupError, audit_methods, graded_checks
+from scaling_lib.course.grading import (FAIL, NOT_SOLVED, PASS, assess, check, check_function, draw,
                                  run_graded)
 from scaling_lib.roofline import matmul_flops
 
@@ -311,7 +311,7 @@ def test_graded_magic_on_a_real_kernel():
         return "".join(out)
 
     try:
-        run("%load_ext scaling_lib.grading\nfrom scaling_lib.grading import check_function")
+        run("%load_ext scaling_lib.course.grading\nfrom scaling_lib.course.grading import check_function")
         out = run("%%graded 1.1\nx = 1\ny = 2\nanswer = x * undefined_name\n")
         assert out == ("FAIL: 1.1: your code raised NameError: name 'undefined_name' is not "
                        "defined (line 4)\n")
@@ -354,7 +354,7 @@ def test_draw_rejects_bad_rules():
 SETUP = "raise SystemExit('the set-up cell must be skipped')"
 IMPORTS = """\
 %matplotlib inline
-from scaling_lib.grading import check, check_function, draw
+from scaling_lib.course.grading import check, check_function, draw
 import {module} as key
 
 SEED = 0

@@ -336,14 +336,14 @@ def test_efficiencies_are_fractions_and_exact_on_multiples(n, units):
     assert 0 < hw.padding_efficiency(n, units) <= 1
 
 
-# ---- the chapters' figures (scaling_lib.widgets.hardware) -------------------------------------------
+# ---- the chapters' figures (scaling_lib.course.widgets.hardware) -------------------------------------------
 
 def test_hardware_figures_draw_library_numbers():
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from scaling_lib.widgets import hardware as fig
+    from scaling_lib.course.widgets import hardware as fig
 
     g = fig.growth_since_first()
     assert g["names"][0] == "k40" and g["peak"][0] == 1.0
@@ -466,7 +466,7 @@ def test_occupancy_figure_draws_the_calculator():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from scaling_lib.widgets import hardware as fig
+    from scaling_lib.course.widgets import hardware as fig
 
     _, ax = plt.subplots()
     out = fig.plot_occupancy(ax, (256, 512))

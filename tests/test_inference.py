@@ -104,13 +104,13 @@ def test_errors():
         inf.decode_step_time("llama3-8b", 1, 8, "h100", 0)
 
 
-# ---- the chapter's figures (scaling_lib.widgets.inference) -------------------------------------
+# ---- the chapter's figures (scaling_lib.course.widgets.inference) -------------------------------------
 def test_inference_figures_draw_library_numbers():
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from scaling_lib.widgets import inference as fig
+    from scaling_lib.course.widgets import inference as fig
 
     _, axes = plt.subplots(1, 2)
     fig.plot_kv_cache(axes[0], contexts=[1024, 8192])
@@ -173,7 +173,7 @@ def test_decode_figure_marks_where_the_cache_stops_fitting():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from scaling_lib.widgets import inference as fig
+    from scaling_lib.course.widgets import inference as fig
 
     _, ax = plt.subplots()
     fit = fig.plot_decode_time(ax, contexts=(8192,))

@@ -13,8 +13,8 @@ import pytest
 jax = pytest.importorskip("jax")
 
 from scaling_lib import simulate as sim  # noqa: E402
-from scaling_lib.grading import check_function  # noqa: E402
-from scaling_lib.keys import tensor_parallelism as key  # noqa: E402
+from scaling_lib.course.grading import check_function  # noqa: E402
+from scaling_lib.course.keys import tensor_parallelism as key  # noqa: E402
 
 sim.use_cpu_devices(8)
 lax = jax.lax

@@ -1,11 +1,11 @@
-"""The live mode's Python side (scaling_lib.lite), run here in an IPython shell: cells that need JAX
+"""The live mode's Python side (scaling_lib.course.lite), run here in an IPython shell: cells that need JAX
 print one line and do not fail; other errors still raise."""
 
 import sys
 
 import pytest
 
-from scaling_lib import lite
+from scaling_lib.course import lite
 
 
 def _shell():

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from scaling_lib import measure
-from scaling_lib.nbtools import source_of, table
+from scaling_lib.course.nbtools import source_of, table
 from scaling_lib.roofline import matmul_flops
 
 

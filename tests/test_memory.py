@@ -349,13 +349,13 @@ def test_memory_timeline_invariants(kw):
         mem.memory_timeline(c, plan, 4096, fragmentation=1.5)
 
 
-# ---- the chapter's figures (scaling_lib.widgets.memory) ----------------------------------------
+# ---- the chapter's figures (scaling_lib.course.widgets.memory) ----------------------------------------
 def test_memory_figures_draw_library_numbers():
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from scaling_lib.widgets import memory as fig
+    from scaling_lib.course.widgets import memory as fig
 
     _, axes = plt.subplots(1, 2)
     plans = [("dp", ParallelPlan(dp=64)), ("z3", ParallelPlan(dp=64, zero=3))]

@@ -100,7 +100,7 @@ def test_degree_helpers_and_errors():
 
 
 def test_mesh_report_and_widget_figures():
-    from scaling_lib.widgets import mesh as W
+    from scaling_lib.course.widgets import mesh as W
 
     r = LLAMA[0]
     rep = M.mesh_report(r.model, "llama3-24k", _plan(r, zero=1), r.global_batch, r.T)
@@ -117,7 +117,7 @@ def test_mesh_report_and_widget_figures():
 
 def test_explorer_builds():
     pytest.importorskip("ipywidgets")
-    from scaling_lib.widgets import mesh as W
+    from scaling_lib.course.widgets import mesh as W
 
     box = W.explorer(pp=2, dp=2, global_batch=4, T=1024)
     assert box.children

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from nbclient import NotebookClient
 
-from scaling_lib.grading import NOT_SOLVED
+from scaling_lib.course.grading import NOT_SOLVED
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL = sorted(p for d in ("chapters", "solutions", "exercises") for p in (ROOT / d).glob("*.ipynb"))

@@ -17,3 +17,30 @@ def test_public_modules_exposed():
                  "parallelism", "simulate", "units"):
         assert hasattr(scaling_lib, name)
     assert scaling_lib.Breakdown is scaling_lib.breakdown.Breakdown
+
+
+def test_model_never_imports_the_course_package():
+    """The model (scaling_lib proper) never imports scaling_lib.course; only the CLI may."""
+    import ast
+    from pathlib import Path
+
+    import scaling_lib
+
+    root = Path(scaling_lib.__file__).parent
+    offenders = []
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root)
+        if rel.parts[0] == "course" or rel.name.startswith("cli") or rel.name == "__main__.py":
+            continue
+        pkg = ["scaling_lib", *rel.with_suffix("").parts[:-1]]
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = pkg[: len(pkg) - node.level + 1] if node.level else []
+                mod = ".".join(base + ([node.module] if node.module else []))
+                names = [mod] + [f"{mod}.{a.name}" for a in node.names]
+            if any(n == "scaling_lib.course" or n.startswith("scaling_lib.course.") for n in names):
+                offenders.append(f"{rel}:{node.lineno}")
+    assert not offenders, f"the model imports the course package at {offenders}"

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from scaling_lib import hardware, profile as prof
-from scaling_lib.grading import draw
-from scaling_lib.keys import profiling as key
+from scaling_lib.course.grading import draw
+from scaling_lib.course.keys import profiling as key
 from scaling_lib.roofline import matmul_bytes, matmul_flops
 
 jax = pytest.importorskip("jax")
@@ -198,7 +198,7 @@ def test_importing_profile_does_not_import_jax_in_a_fresh_interpreter():
     import subprocess
     import sys
 
-    code = "import sys, scaling_lib.profile, scaling_lib.keys.profiling; print('jax' in sys.modules)"
+    code = "import sys, scaling_lib.profile, scaling_lib.course.keys.profiling; print('jax' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -209,7 +209,7 @@ def test_widgets_draw_a_timeline_and_op_times():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from scaling_lib.widgets import profile as plots
+    from scaling_lib.course.widgets import profile as plots
 
     ev = [prof.OpEvent(f"op{i % 3}", "m", str(i % 2), i * 1e-3, 5e-4) for i in range(12)]
     fig, (a, b) = plt.subplots(1, 2)

@@ -185,13 +185,13 @@ def test_errors_name_the_problem():
         dataclasses.replace(pb.get("palm-540b"), accelerator="tpu-v9")
 
 
-# ---- the chapter's figures (scaling_lib.widgets.mfu) -------------------------------------------
+# ---- the chapter's figures (scaling_lib.course.widgets.mfu) -------------------------------------------
 def test_mfu_figures_draw_library_numbers():
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from scaling_lib.widgets import mfu as fig
+    from scaling_lib.course.widgets import mfu as fig
 
     rows = {r[0]: r[1:] for r in fig.published_rows()}
     assert rows["palm-540b"] == (pytest.approx(pb.mfu("palm-540b")), 0.462, "MFU")

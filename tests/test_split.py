@@ -64,7 +64,7 @@ def test_figures_draw():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from scaling_lib.widgets import tensor as fig
+    from scaling_lib.course.widgets import tensor as fig
 
     _, (a, b) = plt.subplots(1, 2)
     fig.plot_comm_to_math(a, "llama3-70b", [("NVLink", "h100", 450e9, "switch")])

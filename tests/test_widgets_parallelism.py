@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from scaling_lib import hardware  # noqa: E402
 from scaling_lib.parallelism import ParallelPlan, steptime, timeline  # noqa: E402
-from scaling_lib.widgets import parallelism as pw  # noqa: E402
+from scaling_lib.course.widgets import parallelism as pw  # noqa: E402
 
 H100_8, H100_64 = hardware.cluster("h100", 8), hardware.cluster("h100", 64)
 

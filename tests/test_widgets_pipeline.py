@@ -7,7 +7,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from scaling_lib.parallelism import pipeline  # noqa: E402
-from scaling_lib.widgets import pipeline as pw  # noqa: E402
+from scaling_lib.course.widgets import pipeline as pw  # noqa: E402
 
 
 def test_gantt_and_in_flight_draw_on_an_axes():

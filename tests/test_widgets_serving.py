@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from scaling_lib import serving  # noqa: E402
-from scaling_lib.widgets import serving as sw  # noqa: E402
+from scaling_lib.course.widgets import serving as sw  # noqa: E402
 
 
 def test_breakdown_and_pareto_draw():

@@ -3,19 +3,19 @@
 The protocol, for every graded ``check(...)`` exercise of ``solutions/*.ipynb``:
 
 - its tolerance is the literal ``rtol=``/``atol=`` of its ``check(...)`` call (default 2%);
-- the chapter's answer-key module (``scaling_lib/keys/<chapter>.py``) may define
+- the chapter's answer-key module (``scaling_lib/course/keys/<chapter>.py``) may define
   ``WRONG_METHODS = {"3.7": {"padding on D only": fn, ...}}`` and
   ``ACCEPTED_METHODS = {"7.12": {"the chapter's 4/3 rule": fn}}``, each ``fn(p)`` taking the
   exercise's drawn parameters ``p`` (``fn()`` for an exercise that draws none) and returning the
   answer that method gives;
 - for seeds 0..199 the key's own answer PASSes, every wrong method FAILs (seeds where it equals
   the key's answer are skipped, unless that happens in more than half of them) and every accepted
-  method PASSes, as judged by ``scaling_lib.grading.assess``, the comparison ``check`` prints;
+  method PASSes, as judged by ``scaling_lib.course.grading.assess``, the comparison ``check`` prints;
 - for a ``check_function`` exercise a method takes the arguments of the student's function and the
   real ``check_function`` runs it on the cell's cases: a wrong one must FAIL (and must not match
   the reference on every case), an accepted one must PASS.
 
-The machinery (``scaling_lib.exercises.audit_methods``) is tested on a synthetic notebook in
+The machinery (``scaling_lib.course.exercises.audit_methods``) is tested on a synthetic notebook in
 ``tests/test_grading.py``.
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from scaling_lib.exercises import audit_methods, listed_methods
+from scaling_lib.course.exercises import audit_methods, listed_methods
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
@@ -44,6 +44,6 @@ def test_wrong_methods_fail_and_accepted_methods_pass(path):
 def test_some_answer_key_lists_wrong_methods():
     counts = {p.name: sum(map(len, listed_methods(p)[0].values())) for p in SOLUTIONS}
     assert any(counts.values()), (
-        "no answer key in scaling_lib/keys/ defines WRONG_METHODS, so "
+        "no answer key in scaling_lib/course/keys/ defines WRONG_METHODS, so "
         "test_wrong_methods_fail_and_accepted_methods_pass checks nothing but the keys themselves; "
         "list each exercise's common wrong methods (see this module's docstring)")

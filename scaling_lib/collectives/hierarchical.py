@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from .. import hardware  # noqa: F401  (the doctests build clusters with it)
+from .. import hardware
 from ..breakdown import Breakdown
 from ..units import scalar_or_array as _out
 from .clusters import LEVELS, cluster_levels, intra_node_link_bytes_per_s

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import hardware  # noqa: F401  (the doctests build clusters with it)
+from .. import hardware
 from ..units import scalar_or_array as _out
 from .clusters import cluster_levels
 from .costs import cost_terms

@@ -18,7 +18,7 @@ See: the parallelism chapters.
 from . import context, data, expert, fsdp, pipeline, tensor
 from .comms import Comm, collectives, constraints, totals
 from .plan import SCHEDULES, ParallelPlan, pipeline_bubble_fraction
-from . import split, steptime, timeline  # noqa: E402  (after the strategies they build on)
+from . import split, steptime, timeline
 from .estimate import StepEstimate, estimate, estimate_arrays  # noqa: E402
 
 __all__ = ["SCHEDULES", "Comm", "ParallelPlan", "StepEstimate", "collectives", "constraints",

@@ -12,10 +12,23 @@ import sys
 
 import numpy as np
 
+# The book's live mode (JupyterLite's Pyodide kernel) has no JAX: asking for devices there raises
+# NeedsFullKernel, which the course's set-up cell (scaling_lib.course.lite) turns into one line.
+MESSAGE = ("This cell needs JAX, which does not run in the browser's Python (Pyodide): open the "
+           "notebook on Colab or run it locally (`make lab`) to run it. Skipped here; the book's "
+           "page shows its output.")
+
+
+class NeedsFullKernel(ModuleNotFoundError):
+    """JAX is not available in this kernel (the browser's Pyodide)."""
+
+
+def needs_full_kernel() -> NeedsFullKernel:
+    return NeedsFullKernel(MESSAGE, name="jax")
+
 
 def _jax():
     if sys.platform == "emscripten":  # the book's live mode: JupyterLite's Pyodide kernel
-        from ..lite import needs_full_kernel
         raise needs_full_kernel()
     try:
         import jax

@@ -92,7 +92,7 @@ def test_live_site_has_the_notebooks_the_wheel_and_the_kernel(html):
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         meta = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
-    assert "scaling_lib/lite.py" in names and "scaling_lib/roofline.py" in names
+    assert "scaling_lib/course/lite.py" in names and "scaling_lib/roofline.py" in names
     # Pyodide runs Python 3.14: the wheel must not exclude it.
     requires = re.search(r"^Requires-Python: (.*)$", meta, re.M)
     assert requires is None or "<3.14" not in requires.group(1), requires.group(0)

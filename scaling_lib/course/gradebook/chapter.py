@@ -1,0 +1,175 @@
+"""The chapter a submission is compared with, built from the course's ``solutions/`` notebook.
+
+A :class:`Chapter` holds the solutions notebook, the exercise notebook generated from it (its
+locked cells), one :class:`Exercise` per graded cell (locked lines, tolerance, unit, hint, the
+names the student's cell defines) and the answer key's aliases; :meth:`Chapter.expected`
+recomputes the key's answer for a seed. :class:`Course` finds a checkout's chapters
+(:func:`course_root`) and tells which chapter a submission belongs to.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..exercises import BEGIN, END, graded_checks, make_exercise, normalize_solutions
+
+_GRADED = re.compile(r"^%%graded\s+(\S+)")
+_CHECK_NAME = re.compile(r"""\bname=["']([^"']+)["']""")
+_STEM = re.compile(r"(\d\d_[a-z0-9_]+)")
+
+
+@dataclass
+class Exercise:
+    name: str
+    kind: str                    # "check" or "check_function"
+    target: str                  # the checker call's first argument (`answer`, the function)
+    locked: list                 # locked segments: lists of stripped lines, in order
+    tolerance: dict
+    unit: str = ""
+    hint: str = ""
+    forget: tuple = ()           # names the student's cell defines: removed before it runs
+
+
+@dataclass
+class Chapter:
+    stem: str                    # "01_rooflines"
+    solutions: object            # the solutions notebook (normalized)
+    template: object             # the exercise notebook generated from it
+    exercises: dict              # name -> Exercise, in notebook order
+    checks: dict                 # name -> exercises.GradedCheck
+    key_aliases: set
+    _base: dict | None = None
+
+    def base(self) -> dict:
+        """The solutions' set-up namespace (imports, the key module), built once."""
+        if self._base is None:
+            from ..exercises import exercise_namespace
+            self._base = exercise_namespace(self.solutions, self.stem)
+        return self._base
+
+    def expected(self, name: str, seed: int):
+        """The key's answer to exercise ``name`` at ``seed`` (check) or the reference and cases
+        (check_function), computed here in the grading process."""
+        c = self.checks[name]
+        ns = dict(self.base(), SEED=seed)
+        if c.kind == "check":
+            if c.draw is not None:
+                exec(compile(ast.Module([c.draw], []), name, "exec"), ns)
+            return eval(compile(ast.Expression(c.arg(1, "expected")), name, "eval"), ns)
+        exec(compile(ast.Module(list(c.before), []), name, "exec"), ns)
+        ref = eval(compile(ast.Expression(c.arg(1, "reference")), name, "eval"), ns)
+        cases = eval(compile(ast.Expression(c.arg(2, "cases")), name, "eval"), ns)
+        return ref, list(cases)
+
+
+def _lines(text: str) -> list[str]:
+    out = [ln.rstrip() for ln in text.splitlines()]
+    while out and not out[-1]:
+        out.pop()
+    return out
+
+
+def _locked_segments(source: str, name: str) -> list[list[str]]:
+    """The lines of a solutions graded cell outside its solution regions, as the exercise shows
+    them (with the ``%%graded`` line first), split where a student region sits."""
+    segs, cur, inside = [], [f"%%graded {name}"], False
+    for ln in source.splitlines():
+        if BEGIN.match(ln):
+            segs.append(cur)
+            cur, inside = [], True
+        elif END.match(ln):
+            inside = False
+        elif not inside:
+            cur.append(ln.rstrip())
+    segs.append(cur)
+    return segs
+
+
+def _literal(call, key, default=""):
+    for w in call.keywords:
+        if w.arg == key:
+            try:
+                return ast.literal_eval(w.value)
+            except ValueError:
+                return default
+    return default
+
+
+def load_chapter(path: Path) -> Chapter:
+    import nbformat
+
+    sol = nbformat.read(path, as_version=4)
+    normalize_solutions(sol)
+    template = make_exercise(sol, path.name)
+    checks = graded_checks(sol, path.name)
+    exercises = {}
+    for c in checks:
+        target = c.arg(0, "answer" if c.kind == "check" else "fn")
+        forget = [target.id] if isinstance(target, ast.Name) else []
+        forget += [st.name for st in c.before if isinstance(st, ast.FunctionDef)]
+        exercises[c.name] = Exercise(
+            c.name, c.kind, ast.unparse(target),
+            _locked_segments(sol.cells[c.cell].source, c.name), dict(c.tolerance),
+            _literal(c.call, "unit"), _literal(c.call, "hint"), forget=tuple(dict.fromkeys(forget)))
+    aliases = set()
+    for cell in template.cells:
+        if cell.cell_type == "code" and "graded" not in cell.metadata.get("tags", []):
+            for m in re.finditer(r"from scaling_lib\.course\.keys import \w+ as (\w+)|"
+                                 r"import scaling_lib\.course\.keys\.\w+ as (\w+)", cell.source):
+                aliases.add(m.group(1) or m.group(2))
+    return Chapter(path.stem, sol, template, exercises, {c.name: c for c in checks},
+                   aliases or {"key"})
+
+
+def course_root(root: str | Path | None = None) -> Path:
+    """The folder holding ``solutions/``: ``root``, else this repository, else the current one."""
+    tries = [Path(root)] if root else [Path(__file__).resolve().parents[3], Path.cwd()]
+    for r in tries:
+        if (r / "solutions").is_dir() and list((r / "solutions").glob("*.ipynb")):
+            return r
+    raise ValueError(f"no solutions/*.ipynb under {', '.join(map(str, tries))}: the grader "
+                     "recomputes answers from the course's solutions notebooks; give --course "
+                     "ROOT, the folder of the course repository")
+
+
+class Course:
+    """The chapters of a course checkout, loaded on first use."""
+
+    def __init__(self, root=None):
+        self.root = course_root(root)
+        self.paths = {p.stem: p for p in sorted((self.root / "solutions").glob("*.ipynb"))}
+        self._loaded: dict = {}
+
+    def chapter(self, stem: str) -> Chapter:
+        if stem not in self._loaded:
+            self._loaded[stem] = load_chapter(self.paths[stem])
+        return self._loaded[stem]
+
+    def identify(self, path: Path, cells) -> str | None:
+        """The chapter of a submission: a chapter stem in its file name, else its graded names."""
+        for m in _STEM.finditer(path.name.lower()):
+            for stem in self.paths:
+                if m.group(1).startswith(stem):
+                    return stem
+        names = {_graded_name(c) for c in cells} - {None}
+        prefixes = {n.split(".")[0] for n in names}
+        for stem in self.paths:
+            if stem.split("_")[0].lstrip("0") in prefixes:
+                return stem
+        return None
+
+
+def _graded_name(cell) -> str | None:
+    if cell.get("cell_type") != "code":
+        return None
+    src = cell.get("source", "")
+    m = _GRADED.match(src)
+    if m:
+        return m.group(1)
+    names = _CHECK_NAME.findall(src)
+    if names and re.search(r"\bcheck(_function)?\(", src):
+        return names[-1]
+    return None

@@ -1,0 +1,104 @@
+"""The checker of a function: the student's function against the library's, case by case.
+
+:func:`check_function` runs each case under a time limit (see :mod:`.timelimit`) and reports the
+first wrong, failing or endless case in one line, naming the student's own line of code when it
+raised.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+
+from .answers import _compare
+from .feedback import FAIL, NOT_SOLVED, PASS, _emit, _fmt, _is_unanswered
+from .timelimit import CASE_TIME_LIMIT, _limited_call, _TimeLimit
+
+
+def _split_case(case) -> tuple[tuple, dict]:
+    args, kwargs = case if (isinstance(case, tuple) and len(case) == 2 and
+                            isinstance(case[1], Mapping)) else (case, {})
+    if not isinstance(args, tuple):
+        args = (args,)
+    return args, dict(kwargs)
+
+
+def _case_str(args, kwargs) -> str:
+    parts = [_fmt(a) if not isinstance(a, str) else repr(a) for a in args]
+    parts += [f"{k}={v!r}" for k, v in kwargs.items()]
+    return f"({', '.join(parts)})"
+
+
+# scaling_lib/ itself: frames in it are the library's, not the student's
+_LIBRARY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _student_line(tb) -> str:
+    """' (line N)' for the deepest frame of the student's own code in ``tb``, or ''.
+
+    Frames in scaling_lib (this checker, the library) and in installed packages are not the
+    student's; a function defined in a ``%%graded`` cell carries the cell's own line numbers.
+    """
+    mine = [f for f in traceback.extract_tb(tb) if _is_students(f.filename)]
+    return f" (line {mine[-1].lineno})" if mine else ""
+
+
+def _is_students(filename: str) -> bool:
+    import sysconfig
+
+    if filename.startswith("<"):  # a cell ("<exercise cell>", "<ipython-input-...>"), not "<frozen"
+        return not filename.startswith("<frozen")
+    path = os.path.abspath(filename)
+    outside = [_LIBRARY] + [sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib")]
+    return not any(path.startswith(d + os.sep) for d in outside)
+
+
+def check_function(fn: Callable, reference: Callable, cases: Sequence, *, name: str = "exercise",
+                   rtol: float = 1e-6, atol: float = 0.0, hint: str = "",
+                   time_limit: float | None = CASE_TIME_LIMIT) -> None:
+    """Run the student's ``fn`` on each case and compare with ``reference`` (a library function).
+
+    Each case is a tuple of positional arguments, or ``(args, kwargs)``. A function that raises
+    NotImplementedError is "not solved yet"; any other exception is reported with its type, message,
+    the failing case and the student's line (one line, no traceback). A case running longer than
+    ``time_limit`` seconds (None: no limit) is stopped and reported, and the kernel keeps running.
+
+    >>> def mine(B, D, F):
+    ...     return 2 * B * D * F
+    >>> from scaling_lib.roofline import matmul_flops
+    >>> check_function(mine, matmul_flops, [(1, 2, 3), (8, 16, 32)], name="1.5")
+    PASS: 1.5: 2 of 2 cases match
+    >>> check_function(lambda B, D, F: B * D * F / 1e3, matmul_flops, [(8, 16, 32)], name="1.5")
+    FAIL: 1.5: case 1 (8, 16, 32): got 4.096, about 2,000x too small
+    """
+    if time_limit is not None and (isinstance(time_limit, bool) or
+                                   not isinstance(time_limit, (int, float)) or
+                                   not 0 < time_limit < math.inf):
+        raise ValueError(f"time_limit={time_limit!r} must be a positive number of seconds, "
+                         "or None for no limit")
+    if not callable(fn):
+        return _emit(FAIL, name, f"expected a function, got {type(fn).__name__}", hint)
+    for i, case in enumerate(cases, start=1):
+        args, kwargs = _split_case(case)
+        want = reference(*args, **kwargs)
+        label = f"case {i} {_case_str(args, kwargs)}"
+        try:
+            got = _limited_call(fn, args, kwargs, time_limit)
+        except NotImplementedError:
+            return _emit(NOT_SOLVED, name, "replace the `raise NotImplementedError` line with "
+                         "your code", hint)
+        except _TimeLimit:
+            return _emit(FAIL, name, f"case {i} took longer than {time_limit:g} s (input "
+                         f"{_case_str(args, kwargs)}): does a loop never end?", hint)
+        except Exception as exc:  # student code: report, never crash the notebook
+            return _emit(FAIL, name, f"{label}: your function raised {type(exc).__name__}: "
+                         f"{exc}{_student_line(exc.__traceback__)}", hint)
+        if _is_unanswered(got):
+            return _emit(NOT_SOLVED, name, "the function returned None; return your result",
+                         hint)
+        ok, reason = _compare(got, want, rtol, atol)
+        if not ok:
+            return _emit(FAIL, name, f"{label}: {reason}", hint)
+    return _emit(PASS, name, f"{len(cases)} of {len(cases)} cases match")

@@ -1,0 +1,93 @@
+"""Answer key for Chapter 19 (Case study: training Llama 3 405B) exercises."""
+
+from __future__ import annotations
+
+import math
+
+from ... import planner, reliability
+
+HOUR = 3600.0
+DAY = 86400.0
+
+
+def mtbf_hours(p):
+    """Ex 19.1: the job's MTBF in hours from p.interruptions in p.days."""
+    return reliability.mtbf(p.interruptions, p.days * DAY) / HOUR
+
+
+def job_mtbf_hours(p):
+    """Ex 19.2: MTBF of a job on p.n GPUs whose GPUs each fail every p.gpu_mtbf_kh thousand
+    hours."""
+    return reliability.job_mtbf(p.gpu_mtbf_kh * 1e3 * HOUR, p.n) / HOUR
+
+
+def checkpoint_seconds(p):
+    """Ex 19.3: seconds to write a mixed-precision Adam checkpoint of p.billions parameters
+    at p.tb_per_s TB/s."""
+    per = reliability.checkpoint_bytes("llama3-405b") / _n405()
+    return reliability.checkpoint_time(p.billions * 1e9 * per, p.tb_per_s * 1e12)
+
+
+def _n405():
+    from ... import transformer
+
+    return float(transformer.param_count("llama3-405b").total)
+
+
+def interval_minutes(p):
+    """Ex 19.4: Young's checkpoint interval (minutes) for a p.ckpt_s-second checkpoint and an
+    MTBF of p.mtbf_h hours."""
+    return reliability.young_daly_interval(p.ckpt_s, p.mtbf_h * HOUR) / 60
+
+
+def goodput_at_best(p):
+    """Ex 19.5: goodput at Young's interval with restart time p.restart_min minutes."""
+    d, M = p.ckpt_s, p.mtbf_h * HOUR
+    return reliability.goodput(reliability.young_daly_interval(d, M), d, M,
+                               restart_time=p.restart_min * 60)
+
+
+def young_daly(checkpoint_time, mtbf):
+    """Ex 19.6 (implement): the interval sqrt(2·δ·M)."""
+    return reliability.young_daly_interval(checkpoint_time, mtbf)
+
+
+def goodput(interval, checkpoint_time, mtbf, restart_time):
+    """Ex 19.7 (implement): 1 - δ/τ - (R + τ/2)/M, clipped at 0."""
+    return reliability.goodput(interval, checkpoint_time, mtbf, restart_time=restart_time)
+
+
+def run_days(p):
+    """Ex 19.8: days to train p.tokens_t trillion tokens at p.step_s s per step of
+    2,048 x 8,192 tokens with goodput p.goodput."""
+    return planner.training_run(p.step_s, p.tokens_t * 1e12, 2048, 8192, 16384,
+                                goodput=p.goodput).days
+
+
+def run_gpu_hours(p):
+    """Ex 19.9: GPU-hours of that run on p.n GPUs."""
+    return planner.training_run(p.step_s, p.tokens_t * 1e12, 2048, 8192, p.n,
+                                goodput=p.goodput).gpu_hours
+
+
+WRONG_METHODS = {
+    "19.1": {"days over interruptions (days, not hours)": lambda p: p.days / p.interruptions,
+             "interruptions per hour": lambda p: p.interruptions / (p.days * 24)},
+    "19.2": {"per-GPU MTBF (no division by n)": lambda p: p.gpu_mtbf_kh * 1e3,
+             "divided by the nodes (n/8)": lambda p: p.gpu_mtbf_kh * 1e3 / (p.n / 8)},
+    "19.3": {"bf16 weights only (2 bytes/param)":
+                 lambda p: p.billions * 1e9 * 2 / (p.tb_per_s * 1e12),
+             "16 bytes/param (gradients saved too)":
+                 lambda p: p.billions * 1e9 * 16 / (p.tb_per_s * 1e12)},
+    "19.4": {"sqrt(δ·M) (factor 2 missing)":
+                 lambda p: math.sqrt(p.ckpt_s * p.mtbf_h * HOUR) / 60,
+             "interval in seconds": lambda p: interval_minutes(p) * 60},
+    "19.5": {"restart time ignored": lambda p: reliability.goodput(
+                 reliability.young_daly_interval(p.ckpt_s, p.mtbf_h * HOUR), p.ckpt_s,
+                 p.mtbf_h * HOUR)},
+    "19.8": {"goodput ignored": lambda p: planner.training_run(
+                 p.step_s, p.tokens_t * 1e12, 2048, 8192, 16384).days,
+             "times goodput instead of over it": lambda p: planner.training_run(
+                 p.step_s, p.tokens_t * 1e12, 2048, 8192, 16384).days * p.goodput},
+    "19.9": {"GPU-days, not GPU-hours": lambda p: run_gpu_hours(p) / 24},
+}

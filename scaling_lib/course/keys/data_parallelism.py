@@ -1,0 +1,259 @@
+"""Answer key for Chapter 10 (Data parallelism, ZeRO/FSDP and HSDP) exercises.
+
+The implement-it exercises (10.11, 10.12) run the student's per-device function with
+``jax.shard_map`` on 8 simulated devices (``simulate.use_cpu_devices(8)`` first) and return one
+vector: the numbers the step computes, then what XLA compiled (collective counts and bytes), so
+one comparison grades both the result against one device and the communication.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ... import hardware, memory, transformer
+from ...parallelism import ParallelPlan, collectives, steptime, timeline, totals
+from ...parallelism.comms import Comm
+
+
+# ---- numeric exercises ---------------------------------------------------------------------------
+
+def gradient_scale(p):
+    """Ex 10.1: factor on the psum of per-rank gradients of each rank's *local mean* loss
+    (over its B/dp sequences) that gives the gradient of the global mean: 1/dp."""
+    return 1.0 / p.dp
+
+
+def shortcut_undercount(p):
+    """Ex 10.2: model-state bytes/param of mixed precision with p.optimizer over the 8-byte
+    shortcut."""
+    return memory.bytes_per_param("mixed", p.optimizer).total / 8.0
+
+
+def largest_dp_model(p):
+    """Ex 10.3: largest Ψ plain DP holds with p.reserve_gb GB kept for activations and buffers."""
+    return memory.max_trainable_params(p.accelerator, reserve_bytes=p.reserve_gb * 1e9)
+
+
+PSI = 8e9  # parameters of the abstract model of 10.4, 10.5, 10.9, 10.10 (it cancels out)
+
+
+def _dp_critical(cluster, n, psi=PSI):
+    """Tokens per device above which DP's bf16 gradient AllReduce (2Ψ bytes, hierarchical over
+    the cluster, its slowest network level: the levels work at once, bucket after bucket) hides
+    under the backward pass (4Ψ FLOPs per token at peak)."""
+    ar = max(steptime.comm_time(Comm("all-reduce", "dp", n, 2.0 * psi), cluster,
+                                ParallelPlan(dp=n)).values())
+    per_token = 4.0 * psi / cluster.accelerator.peak_flops_per_s("bf16")
+    return ar / per_token
+
+
+def dp_critical_in_node(p):
+    """Ex 10.4: critical tokens per device, DP over p.n GPUs of one node."""
+    return _dp_critical(hardware.cluster(p.accelerator, p.n), p.n)
+
+
+def dp_critical_across_nodes(p):
+    """Ex 10.5: the same over p.nodes nodes of 8 GPUs, hierarchical AllReduce."""
+    n = 8 * p.nodes
+    return _dp_critical(hardware.cluster(p.accelerator, n), n)
+
+
+def fsdp_traffic(p):
+    """Ex 10.6: Σ V·count of one device's collectives per FSDP step (bf16), p.m micro-batches."""
+    plan = ParallelPlan(dp=p.dp, zero=3, micro_batch=1)
+    return sum(totals(collectives(p.model, plan, p.dp * p.m, 4096, dtype="bf16")).values())
+
+
+def _inter_node_time(model, plan, n):
+    comms = collectives(model, plan, n, 4096, dtype="bf16")
+    c = hardware.cluster("h100", n)
+    return sum(steptime.comm_time(x, c, plan).get("inter-node", 0.0) for x in comms)
+
+
+def fsdp_over_hsdp_inter_node(p):
+    """Ex 10.7: inter-node communication time per step, FSDP over all GPUs / HSDP (shard 8)."""
+    n = 8 * p.nodes
+    fsdp = _inter_node_time(p.model, ParallelPlan(dp=n, zero=3), n)
+    hsdp = _inter_node_time(p.model, ParallelPlan(dp=n, zero=3, shard_group=8), n)
+    return fsdp / hsdp
+
+
+def fsdp_device_states(p):
+    """Ex 10.8: FSDP model states per device plus two layers' gathered bf16 weights (the layer
+    computing and the one prefetched)."""
+    n = transformer.n_params(p.model)
+    return memory.model_state_bytes(n, p.dp, 3).total + 2 * 2.0 * timeline.layer_params(p.model)
+
+
+def dp_comm_bound_devices(p):
+    """Ex 10.9: smallest power of two n >= 8 of H100s at which plain DP with p.tokens tokens
+    per step is communication-bound (tokens per device below the critical batch)."""
+    n = 8
+    while p.tokens / n >= _dp_critical(hardware.cluster(p.accelerator, n), n):
+        n *= 2
+    return n
+
+
+def tpu_critical(p):
+    """Ex 10.10: critical tokens per chip for DP over a TPU v5p slice of p.n chips."""
+    return _dp_critical(hardware.cluster("tpu-v5p", p.n), p.n)
+
+
+# Wrong methods (see HELPERS.md's checker protocol): each takes the drawn p.
+def _c_over_w(acc, bw):
+    return hardware.get(acc).peak_flops_per_s("bf16") / bw
+
+
+WRONG_METHODS = {
+    "10.1": {"plain sum (no scaling)": lambda p: 1.0,
+             "divide by the sequences of the batch": lambda p: 1.0 / (p.dp * p.b)},
+    "10.2": {"inverse ratio": lambda p: 8.0 / memory.bytes_per_param("mixed", p.optimizer).total,
+             "weights and gradients only (4 bytes)":
+                 lambda p: 4.0 / 8.0},
+    "10.3": {"8 bytes per parameter": lambda p: (hardware.get(p.accelerator).hbm_bytes
+                                                 - p.reserve_gb * 1e9) / 8,
+             "reserve ignored": lambda p: memory.max_trainable_params(p.accelerator)},
+    "10.4": {"C/W without (n-1)/n": lambda p: _c_over_w(
+                 p.accelerator, hardware.get(p.accelerator).link_bytes_per_s),
+             "forward and backward (6Ψ) hide it": lambda p: dp_critical_in_node(p) * 2 / 3,
+             "fp32 gradients": lambda p: 2 * dp_critical_in_node(p)},
+    "10.5": {"flat ring over the NICs": lambda p: 2 * (8 * p.nodes - 1) / (8 * p.nodes) * 2 * PSI
+             / hardware.cluster(p.accelerator, 8).inter_node.bytes_per_s
+             / (4 * PSI / hardware.get(p.accelerator).peak_flops_per_s("bf16")),
+             "inside the node only": lambda p: _dp_critical(hardware.cluster(p.accelerator, 8),
+                                                            8),
+             "NVLink and NIC phases one after the other": lambda p: sum(steptime.comm_time(
+                 Comm("all-reduce", "dp", 8 * p.nodes, 2.0 * PSI),
+                 hardware.cluster(p.accelerator, 8 * p.nodes), ParallelPlan(dp=8 * p.nodes)
+             ).values()) / (4 * PSI / hardware.get(p.accelerator).peak_flops_per_s("bf16"))},
+    "10.6": {"no backward re-gather": lambda p: fsdp_traffic(p) - p.m * 2 * (
+                 transformer.n_params(p.model) - transformer.param_count(p.model)["embedding"]),
+             "once per step, not per micro-batch": lambda p: fsdp_traffic(p) / p.m,
+             "plain DP's AllReduce": lambda p: 2.0 * transformer.n_params(p.model)},
+    "10.7": {"3 collectives vs 1": lambda p: 3.0,
+             "3 vs an AllReduce's 2, embedding re-gathered too": lambda p: 1.5,
+             "the same": lambda p: 1.0},
+    "10.8": {"no gathered buffers": lambda p: memory.model_state_bytes(
+                 transformer.n_params(p.model), p.dp, 3).total,
+             "one gathered layer": lambda p: fsdp_device_states(p)
+             - 2.0 * timeline.layer_params(p.model)},
+    "10.10": {"C/W of one link": lambda p: _c_over_w(
+                  "tpu-v5p", hardware.cluster("tpu-v5p", p.n).intra_node.per_link_bytes_per_s)},
+}
+
+
+# ---- implement-it exercises on simulated devices ----------------------------------------------
+
+L, D, B, LR = 3, 16, 32, 0.1  # the tiny MLP of 10.11 and 10.12: L layers of tanh(h @ W[l])
+
+
+def problem(seed):
+    """(W [L, D, D], x [B, D], y [B, D]) float32 arrays drawn from ``seed``."""
+    rng = np.random.default_rng([seed, 10])
+    W = (rng.standard_normal((L, D, D)) / np.sqrt(D)).astype(np.float32)
+    x = rng.standard_normal((B, D)).astype(np.float32)
+    y = rng.standard_normal((B, D)).astype(np.float32)
+    return W, x, y
+
+
+def layer(h, w):
+    """One layer of the MLP: tanh(h @ w)."""
+    import jax.numpy as jnp
+
+    return jnp.tanh(h @ w)
+
+
+def loss_sum(W, x, y):
+    """Σ (MLP(x) - y)² over the rows of x: divide by B·D for the mean over the global batch."""
+    import jax.numpy as jnp
+
+    h = x
+    for i in range(W.shape[0]):
+        h = layer(h, W[i])
+    return jnp.sum((h - y) ** 2)
+
+
+def _mesh():
+    from ... import simulate
+
+    return simulate.make_mesh((8,), ("dp",))
+
+
+def _summary(numbers, colls, kinds, counts=True):
+    """numbers, then (ops, bytes) per kind of collective over 8 devices as XLA compiled them
+    (bytes only with ``counts=False``)."""
+    from ... import simulate
+
+    tot = simulate.emitted_totals(colls)
+    extra = []
+    for k in kinds:
+        if counts:
+            extra.append(sum(c.count for c in colls if c.kind == k and c.group_size == 8))
+        extra.append(tot.get((k, 8), 0.0))
+    return np.concatenate([np.ravel(np.asarray(x, np.float64)) for x in numbers]
+                          + [np.asarray(extra, np.float64)])
+
+
+def _single_device_step(seed):
+    import jax
+
+    W, x, y = problem(seed)
+    loss, g = jax.value_and_grad(lambda w: loss_sum(w, x, y) / (B * D))(W)
+    return loss, g, W - LR * g
+
+
+def run_dp(dp_step):
+    """Runs ``dp_step(W, x, y) -> new W`` per device (W replicated, x, y split over "dp"):
+    returns the function of ``seed`` that 10.11 grades."""
+    def run(seed):
+        import jax
+        from jax.sharding import PartitionSpec as P
+
+        from ... import simulate
+
+        W, x, y = problem(seed)
+        fn = jax.jit(jax.shard_map(dp_step, mesh=_mesh(), in_specs=(P(), P("dp"), P("dp")),
+                                   out_specs=P(), check_vma=False))
+        new = fn(W, x, y)
+        colls = simulate.collectives_in(fn, W, x, y)
+        return _summary([new], colls, ("all-reduce", "all-gather"), counts=False)
+    return run
+
+
+def dp_reference(seed):
+    """10.11's expected vector: the single-device SGD step; the all-reduce bytes of the
+    gradient (L·D·D float32; op counts are left out: XLA:CPU combines all-reduces) and no
+    all-gather."""
+    _, _, new = _single_device_step(seed)
+    return np.concatenate([np.ravel(np.asarray(new, np.float64)), [4.0 * L * D * D, 0.0]])
+
+
+def run_zero3(zero3_loss):
+    """Runs ``zero3_loss(W_shard, x, y) -> mean loss`` per device (W sharded W[L, D_X, D],
+    x and y split over "dp") under jax.value_and_grad: returns the function of ``seed`` that
+    10.12 grades (loss, gradient, then all-gather and reduce-scatter ops and bytes)."""
+    def run(seed):
+        import jax
+        from jax.sharding import PartitionSpec as P
+
+        from ... import simulate
+
+        W, x, y = problem(seed)
+        mesh = _mesh()
+        fn = jax.jit(jax.shard_map(jax.value_and_grad(zero3_loss), mesh=mesh,
+                                   in_specs=(P(None, "dp"), P("dp"), P("dp")),
+                                   out_specs=(P(), P(None, "dp"))))
+        Ws = simulate.shard(W, mesh, (None, "dp", None))
+        loss, g = fn(Ws, x, y)
+        colls = simulate.collectives_in(fn, Ws, x, y)
+        return _summary([loss, g], colls, ("all-gather", "reduce-scatter"))
+    return run
+
+
+def zero3_reference(seed):
+    """10.12's expected vector: the single-device loss and gradient; L all-gathers of one layer
+    (D·D float32 each) and L reduce-scatters of its gradient."""
+    loss, g, _ = _single_device_step(seed)
+    V = 4.0 * D * D
+    return np.concatenate([[float(loss)], np.ravel(np.asarray(g, np.float64)),
+                           [L, L * V, L, L * V]])

@@ -1,0 +1,260 @@
+"""Answer keys of the interview drills (solutions/90-93): thin calls into the library.
+
+Where a drill asks what a chapter's exercise asks, it calls that chapter's key, so a changed
+constant changes the chapter, its exercises and the drill together. ``WRONG_METHODS`` are the
+common wrong answers (bytes vs bits, GB vs GiB, one-way vs both ways, 8 vs 16 bytes per parameter,
+the sparsity FLOP/s): the drills show them as distractors and tests/test_wrong_methods.py checks
+that each one FAILs.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ... import collectives, hardware, inference, memory, models, roofline, transformer
+from ...parallelism import pipeline_bubble_fraction
+from ...units import DAY
+from . import rooflines
+
+_GIB_PER_GB = 2**30 / 1e9
+
+# ---- 90: numbers every LLM engineer should know -----------------------------------------------
+
+
+def peak_flops(p):
+    """90.1: dense bf16 peak FLOP/s of p.accelerator."""
+    return hardware.get(p.accelerator).peak_flops_per_s("bf16")
+
+
+def hbm_bytes(p):
+    """90.2: HBM capacity of p.accelerator, bytes."""
+    return hardware.get(p.accelerator).hbm_bytes
+
+
+def hbm_bytes_per_s(p):
+    """90.3: HBM bandwidth of p.accelerator, bytes/s."""
+    return hardware.get(p.accelerator).hbm_bytes_per_s
+
+
+def link_bytes_per_s(p):
+    """90.4: scale-up (NVLink / ICI) bandwidth of p.accelerator, one-way, all links, bytes/s."""
+    return hardware.get(p.accelerator).link_bytes_per_s
+
+
+def bytes_per_param(p):
+    """90.5: training bytes per parameter (weights, gradients, optimizer) of p.recipe with Adam."""
+    return memory.bytes_per_param(p.recipe, "adam").total
+
+
+critical_batch = rooflines.critical_batch          # 90.6, as exercise 1.3
+
+
+def kv_bytes_per_token(p):
+    """90.7: bf16 KV cache bytes per token of p.model."""
+    return transformer.kv_cache_bytes(p.model, 1, 1, "bf16")
+
+
+def all_reduce_time(p):
+    """90.8: ring AllReduce of p.gbytes GB over p.n devices at p.link_gbps GB/s one-way each."""
+    return collectives.all_reduce_time(p.gbytes * 1e9, p.n, p.link_gbps * 1e9, topology="ring")
+
+
+def kv_cache_reference(L, K, H, bytes_per_value):
+    """90.9 reference: KV bytes per token of a model with L layers, K kv heads of dim H."""
+    cfg = models.TransformerConfig(L=L, D=K * H, F=4 * K * H, N=K, K=K, H=H, V=32000)
+    return transformer.kv_cache_bytes(cfg, 1, 1, {1: "int8", 2: "bf16", 4: "fp32"}[bytes_per_value])
+
+
+def ring_all_reduce_reference(nbytes, n, bytes_per_s):
+    """90.10 reference: ring AllReduce time, one-way per-device bandwidth, no latency."""
+    return collectives.all_reduce_time(nbytes, n, bytes_per_s, topology="ring")
+
+
+# ---- 91: mock interview, level 1 -------------------------------------------------------------
+
+t_math_matmul = rooflines.t_math_matmul            # 91.1, as exercise 1.1
+
+
+def train_flops_6nd(p):
+    """91.2: training FLOPs of p.n_params parameters on p.n_tokens tokens (6·N·D)."""
+    return transformer.six_n_flops(p.n_params, p.n_tokens)
+
+
+def model_state_bytes(p):
+    """91.3: bytes of weights, gradients and Adam state (mixed precision) of p.n_params, unsharded."""
+    return memory.model_state_bytes(p.n_params).total
+
+
+def kv_cache_total(p):
+    """91.4: bf16 KV cache bytes of p.model for p.B sequences of p.S tokens."""
+    return transformer.kv_cache_bytes(p.model, p.B, p.S, "bf16")
+
+
+def weight_read_time(p):
+    """91.5: seconds to read p.model's bf16 weights once from HBM over p.n chips."""
+    return inference.weight_read_time(transformer.n_params(p.model), p.accelerator, p.n)
+
+
+def bubble(p):
+    """91.6: idle share of a 1F1B step with p.pp stages and p.m micro-batches."""
+    return pipeline_bubble_fraction(p.pp, p.m)
+
+
+def matmul_flops_reference(B, D, F):
+    """91.7 reference."""
+    return roofline.matmul_flops(B, D, F)
+
+
+def six_nd_reference(n_params, n_tokens):
+    """91.8 reference."""
+    return transformer.six_n_flops(n_params, n_tokens)
+
+
+# ---- 92: mock interview, level 2 -------------------------------------------------------------
+
+def mfu(p):
+    """92.1: MFU of p.model at p.tokens_per_chip tokens/s per chip on p.n chips, T = 4096."""
+    return transformer.mfu(p.model, p.tokens_per_chip * p.n, p.n, p.accelerator, 4096)
+
+
+def train_days(p):
+    """92.2: days to train p.n_params on p.n_tokens (6ND) on p.n chips at MFU p.mfu."""
+    flops = transformer.six_n_flops(p.n_params, p.n_tokens)
+    return transformer.train_time(flops, p.n, p.accelerator, p.mfu) / DAY
+
+
+def zero_bytes(p):
+    """92.3: model-state bytes per device, p.n_params, dp = p.dp, ZeRO stage p.zero."""
+    return memory.model_state_bytes(p.n_params, p.dp, p.zero).total
+
+
+def grad_all_reduce_time(p):
+    """92.4: ring AllReduce of p.n_params bf16 gradients over p.dp GPUs at p.link_gbps GB/s."""
+    return collectives.all_reduce_time(2 * p.n_params, p.dp, p.link_gbps * 1e9)
+
+
+def decode_step(p):
+    """92.5: roofline bound of one decode step of p.model, batch p.B, context p.S, p.n chips."""
+    return inference.decode_step_time(p.model, p.B, p.S, p.accelerator, p.n)
+
+
+def cached_tokens(p):
+    """92.6: tokens of bf16 KV cache that fit beside p.model's weights on p.n chips."""
+    return inference.max_cached_tokens(p.model, p.accelerator, p.n)
+
+
+def zero_reference(n_params, dp, zero):
+    """92.7 reference."""
+    return memory.model_state_bytes(n_params, dp, zero).total
+
+
+def bubble_reference(pp, m):
+    """92.8 reference."""
+    return pipeline_bubble_fraction(pp, m)
+
+
+# ---- 93: mock interview, level 3 -------------------------------------------------------------
+
+def chips_for_weights(p):
+    """93.1: fewest chips of p.accelerator whose HBM holds p.model's bf16 weights and p.S·p.B KV."""
+    need = inference.weight_bytes_read(p.model) + transformer.kv_cache_bytes(p.model, p.B, p.S)
+    return math.ceil(need / hardware.get(p.accelerator).hbm_bytes)
+
+
+def decode_tokens_per_s(p):
+    """93.2: output tokens/s of a p.n-chip server decoding batch p.B at context p.S (roofline)."""
+    return p.B / inference.decode_step_time(p.model, p.B, p.S, p.accelerator, p.n)
+
+
+def hierarchical_all_reduce(p):
+    """93.3: AllReduce of p.gbytes GB over p.n H100s (nodes of 8, NVLink then InfiniBand)."""
+    c = hardware.cluster("h100", p.n)
+    return collectives.hierarchical_time("all-reduce", p.gbytes * 1e9, c, p.n).total
+
+
+def pp_mfu_ceiling(p):
+    """93.4: MFU ceiling p.mfu·(1 - bubble) with p.pp stages, p.m micro-batches, v = p.v."""
+    return p.mfu * (1 - pipeline_bubble_fraction(p.pp, p.m, p.v))
+
+
+def tokens_per_s_needed(p):
+    """93.5: cluster tokens/s to train on p.n_tokens tokens in p.days days."""
+    return p.n_tokens / (p.days * DAY)
+
+
+def chips_needed(p):
+    """93.6: chips of p.accelerator at MFU p.mfu to train p.n_params on p.n_tokens in p.days."""
+    flops = transformer.six_n_flops(p.n_params, p.n_tokens)
+    per_chip = transformer.train_time(flops, 1, p.accelerator, p.mfu)
+    return per_chip / (p.days * DAY)
+
+
+def decode_step_reference(n_params, B, bytes_per_s, flops_per_s):
+    """93.7 reference: max(2·N·B / C, 2·N / W) for a bf16 model, KV cache left out."""
+    return roofline.time_bounds(roofline.t_math(2 * n_params * B, flops_per_s),
+                                roofline.t_comms(2 * n_params, bytes_per_s))[0]
+
+
+def mfu_reference(n_params, tokens_per_s, n_devices, flops_per_s):
+    """93.8 reference: 6·N FLOPs per token times tokens/s over the cluster's peak."""
+    return transformer.six_n_flops(n_params, tokens_per_s) / (n_devices * flops_per_s)
+
+
+# ---- The common wrong answers (distractors) ---------------------------------------------------
+
+def _acc(p):
+    return hardware.get(p.accelerator)
+
+
+WRONG_METHODS_ALL = {
+    "90.1": {"the sparsity figure (2x dense)": lambda p: 2 * peak_flops(p),
+             "TFLOP/s written as FLOP/s": lambda p: peak_flops(p) / 1e12},
+    "90.2": {"GiB read as GB": lambda p: hbm_bytes(p) * _GIB_PER_GB,
+             "GB read as GiB": lambda p: hbm_bytes(p) / _GIB_PER_GB},
+    "90.3": {"bits instead of bytes": lambda p: 8 * hbm_bytes_per_s(p),
+             "TB/s written as bytes/s": lambda p: hbm_bytes_per_s(p) / 1e12},
+    "90.4": {"both directions added": lambda p: 2 * link_bytes_per_s(p),
+             "bits instead of bytes": lambda p: 8 * link_bytes_per_s(p)},
+    "90.5": {"8 bytes per parameter (bf16 Adam, no fp32 master)": lambda p: 8 if p.recipe != "bf16" else 16,
+             "weights only (2 bytes)": lambda p: 2},
+    "90.6": {"the sparsity peak": lambda p: 2 * critical_batch(p)},
+    "90.7": {"K only, no V": lambda p: kv_bytes_per_token(p) / 2,
+             "N query heads instead of K kv heads":
+             lambda p: kv_bytes_per_token(p) * models.get(p.model).N / models.get(p.model).K},
+    "90.8": {"both directions of the link": lambda p: all_reduce_time(p) / 2,
+             "an AllGather only": lambda p: all_reduce_time(p) / 2,
+             "V/W, no 2(n-1)/n": lambda p: p.gbytes / p.link_gbps},
+    "91.2": {"forward only (2ND)": lambda p: train_flops_6nd(p) / 3},
+    "91.3": {"8 bytes per parameter": lambda p: 8 * p.n_params,
+             "weights only": lambda p: 2 * p.n_params},
+    "91.4": {"GiB vs GB": lambda p: kv_cache_total(p) * _GIB_PER_GB,
+             "K only, no V": lambda p: kv_cache_total(p) / 2},
+    "91.5": {"fp32 weights": lambda p: 2 * weight_read_time(p),
+             "one chip": lambda p: weight_read_time(p) * p.n},
+    "91.6": {"Megatron's (p-1)/m": lambda p: (p.pp - 1) / p.m},
+    "92.1": {"2 FLOPs per parameter (forward only)": lambda p: mfu(p) / 3,
+             "the sparsity peak": lambda p: mfu(p) / 2},
+    "92.2": {"MFU left out (100%)": lambda p: train_days(p) * p.mfu,
+             "2ND": lambda p: train_days(p) / 3},
+    "92.3": {"no ZeRO sharding": lambda p: memory.model_state_bytes(p.n_params).total,
+             "every part sharded, whatever the stage": lambda p: memory.model_state_bytes(
+                 p.n_params, p.dp, 3).total},
+    "92.4": {"both directions of the link": lambda p: grad_all_reduce_time(p) / 2,
+             "fp32 gradients": lambda p: 2 * grad_all_reduce_time(p)},
+    "92.5": {"weights in fp32": lambda p: inference.decode_step_time(
+                 p.model, p.B, p.S, p.accelerator, p.n, dtype="fp32"),
+             "one chip": lambda p: inference.decode_step_time(p.model, p.B, p.S, p.accelerator)},
+    "92.6": {"K only, no V": lambda p: 2 * cached_tokens(p)},
+    "93.2": {"one chip's bandwidth": lambda p: decode_tokens_per_s(p) / p.n},
+    "93.3": {"flat ring at NVLink speed": lambda p: collectives.all_reduce_time(
+                 p.gbytes * 1e9, p.n, hardware.get("h100").link_bytes_per_s)},
+    "93.4": {"Megatron's (p-1)/(v·m)": lambda p: p.mfu * (1 - pipeline_bubble_fraction(
+                 p.pp, p.m, p.v, relative_to="compute"))},
+    "93.6": {"the sparsity peak": lambda p: chips_needed(p) / 2,
+             "MFU left out": lambda p: chips_needed(p) * p.mfu},
+}
+
+
+def wrong_methods(notebook: str) -> dict:
+    """The WRONG_METHODS of one drill notebook ("90" ... "93"): its exercises only."""
+    return {k: v for k, v in WRONG_METHODS_ALL.items() if k.split(".")[0] == notebook}

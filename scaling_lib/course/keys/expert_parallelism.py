@@ -1,0 +1,222 @@
+"""Answer key for Chapter 15 (Expert parallelism and mixtures of experts) exercises.
+
+The implement-it exercise 15.6 runs on the simulated devices: the notebook asks for 8 CPU
+devices (``simulate.use_cpu_devices(8)``) before it calls :func:`on_devices`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ... import hardware, models, simulate, transformer
+from ...parallelism import ParallelPlan, expert
+
+MOE_MODELS = ["mixtral-8x7b", "deepseek-v3"]
+# Ex 15.8's links: one-way bytes/s per device (the hardware module's DGX H100 cluster)
+LINKS = {"NVLink inside a node": hardware.cluster("h100", 8).intra_node.bytes_per_s,
+         "400 Gb/s InfiniBand across nodes": hardware.cluster("h100", 16).inter_node.bytes_per_s}
+EP_DEVICES = 4  # Ex 15.6 runs on 4 of the simulated devices
+
+
+def loads(p):
+    """Tokens routed to each expert (before capacity) in Ex 15.1 / 15.5."""
+    return expert.expert_loads(expert.toy_router(p.n, p.E, p.k, skew=p.skew, seed=p.draw_id),
+                                p.E)
+
+
+def dropped(p):
+    """Ex 15.1: assignments beyond capacity ⌈cf·k·n/E⌉."""
+    return expert.dropped_tokens(loads(p), expert.capacity(p.n, p.E, p.k, p.cf))
+
+
+def a2a_bytes_sent(p):
+    """Ex 15.2: bytes one device sends to other devices in one MoE layer's forward and
+    backward (4 AllToAlls, dropless, balanced, bf16): 4 · (ep - 1)/ep · a·k·n·D."""
+    c = models.get(p.model)
+    V = expert.all_to_all_bytes(c, p.tokens, p.ep)
+    return 4 * V * (p.ep - 1) / p.ep ** 2
+
+
+def min_tokens_per_device(p):
+    """Ex 15.3: tokens per device (per micro-batch and layer) that keep every expert
+    compute-bound under balanced routing: n·ep·k/E >= critical batch."""
+    c = models.get(p.model)
+    return expert.critical_tokens_per_expert(p.accelerator) * c.E / (c.k * p.ep)
+
+
+def active_params(p):
+    """Ex 15.4: parameters used per token."""
+    return transformer.n_params(p.model, active=True)
+
+
+def device_loads(p):
+    """Tokens each of the ep devices' experts receive (experts e·E/ep ... held by device e)."""
+    return loads(p).reshape(p.ep, -1).sum(axis=1)
+
+
+def imbalance_slowdown(p):
+    """Ex 15.5: the expert compute of the layer relative to perfect balance: busiest device's
+    tokens over the mean device's."""
+    return expert.imbalance(device_loads(p))
+
+
+def alltoall_count(p):
+    """Ex 15.9: AllToAlls in one training step: 4 per MoE layer and micro-batch."""
+    c = models.get(p.model)
+    return 4 * c.n_moe_layers * p.m
+
+
+def comm_to_math(p):
+    """Ex 15.8: T_comm / T_math of one MoE layer's forward (dispatch + combine vs the routed
+    experts' matmuls) on ep H100s over the drawn link."""
+    t_math, t_comm = expert.layer_times(p.model, 4096, p.ep, "h100", LINKS[p.link])
+    return t_comm / t_math
+
+
+def expert_state_bytes(p):
+    """Ex 15.10: bytes of expert parameters, gradients and Adam state per device (mixed
+    precision, 16 bytes per parameter), plain DP (no ZeRO), experts over ep."""
+    plan = ParallelPlan(dp=p.ep, ep=p.ep)
+    return expert.memory(p.model, plan, p.ep, 4096).total
+
+
+# ---- implement-it references ------------------------------------------------------------------
+
+def slot_reference(experts, E, C):
+    """Ex 15.7 reference: top-1 assignments [n] -> each token's slot in its expert's buffer,
+    C for a dropped token (each expert keeps its first C tokens)."""
+    experts = np.asarray(experts)
+    position = np.array([np.sum(experts[:i] == e) for i, e in enumerate(experts)], dtype=int)
+    keep = expert.keep_mask(experts[:, None], E, C)[:, 0]
+    assert np.array_equal(keep, position < C)  # the library's rule, for top-1
+    return np.where(keep, position, C)
+
+
+def keep_cases():
+    rng = np.random.default_rng(7)
+    return [(rng.integers(0, E, n), E, C) for n, E, C in ((12, 4, 2), (64, 8, 9), (100, 5, 30),
+                                                         (5, 8, 1))]
+
+
+def moe_inputs(n, D, E, C, seed):
+    """Per device (EP_DEVICES of them): tokens x [n, D], top-1 expert [n], slot in that expert's
+    buffer [n] (C for a dropped token); the experts' weights W [E, D, D]. float32."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((EP_DEVICES, n, D)).astype(np.float32)
+    skewed = rng.standard_normal((EP_DEVICES * n, E)) + rng.standard_normal(E)
+    top1 = expert.route(skewed, 1)[0][:, 0].reshape(EP_DEVICES, n)
+    slot = np.full((EP_DEVICES, n), C)
+    for d in range(EP_DEVICES):
+        for e in range(E):
+            mine = np.flatnonzero(top1[d] == e)[:C]
+            slot[d, mine] = np.arange(mine.size)
+    w = (rng.standard_normal((E, D, D)) / np.sqrt(D)).astype(np.float32)
+    return x, top1.astype(np.int32), slot.astype(np.int32), w
+
+
+def moe_reference(n, D, E, C, seed):
+    """Ex 15.6 reference: y = x W[e] for each kept token, 0 for a dropped one; [devices, n, D]."""
+    x, top1, slot, w = moe_inputs(n, D, E, C, seed)
+    y = np.einsum("pnd,pndf->pnf", x, w[top1])
+    return np.where((slot < C)[..., None], y, 0.0)
+
+
+def on_devices(local):
+    """Wrap a student's per-device ``local(x, chosen, slot, w, C)`` as ``run(n, D, E, C, seed)``
+    on EP_DEVICES simulated devices: x [n, D], chosen (each token's expert) and slot [n] (this
+    device's tokens), w [E/ep, D, D] (this device's experts); mesh axis "ep"."""
+    def run(n, D, E, C, seed):
+        import jax
+        from jax.sharding import PartitionSpec as P
+
+        x, top1, slot, w = moe_inputs(n, D, E, C, seed)
+        mesh = simulate.make_mesh((EP_DEVICES,), ("ep",))
+        fn = jax.shard_map(lambda x, e, s, w: local(x[0], e[0], s[0], w, C)[None],
+                           mesh=mesh, in_specs=(P("ep"), P("ep"), P("ep"), P("ep")),
+                           out_specs=P("ep"))
+        return np.asarray(jax.jit(fn)(x, top1, slot, w))
+    return run
+
+
+def dispatch_combine(x, e, slot, w, C):
+    """Ex 15.6 worked answer (also the wrong-method base): dispatch, experts, combine."""
+    import jax
+    import jax.numpy as jnp
+
+    E = w.shape[0] * jax.lax.axis_size("ep")
+    buf = jnp.zeros((E, C, x.shape[1]), x.dtype).at[e, slot].set(x, mode="drop")
+    buf = jax.lax.all_to_all(buf, "ep", split_axis=0, concat_axis=1, tiled=True)
+    y = jnp.einsum("ecd,edf->ecf", buf, w)
+    y = jax.lax.all_to_all(y, "ep", split_axis=1, concat_axis=0, tiled=True)
+    return jnp.where((slot < C)[:, None], y[e, jnp.minimum(slot, C - 1)], 0.0)
+
+
+# ---- wrong methods (tests/test_wrong_methods.py: each must FAIL at the cell's tolerance) ------
+
+def _dropped_capacity_without_k(p):
+    return expert.dropped_tokens(loads(p), expert.capacity(p.n, p.E, 1, p.cf))
+
+
+def _slots_last(experts, E, C):
+    """15.7 wrong method: each expert keeps its last C tokens."""
+    experts = np.asarray(experts)
+    later = np.array([np.sum(experts[i + 1:] == e) for i, e in enumerate(experts)], dtype=int)
+    return np.where(later < C, slot_reference(experts, E, len(experts)), C)
+
+
+def _min_tokens_whole_group(p):
+    return min_tokens_per_device(p) * p.ep
+
+
+def _wrong_no_combine(n, D, E, C, seed):
+    """15.6 wrong method: compute the experts but skip the combine AllToAll (results stay on
+    the experts' devices, read back as if they were this device's)."""
+    import jax
+    import jax.numpy as jnp
+
+    def local(x, e, slot, w, C):
+        E_ = w.shape[0] * jax.lax.axis_size("ep")
+        buf = jnp.zeros((E_, C, x.shape[1]), x.dtype).at[e, slot].set(x, mode="drop")
+        buf = jax.lax.all_to_all(buf, "ep", split_axis=0, concat_axis=1, tiled=True)
+        y = jnp.einsum("ecd,edf->ecf", buf, w).reshape(E_, C, -1)
+        return jnp.where((slot < C)[:, None], y[e, jnp.minimum(slot, C - 1)], 0.0)
+    return on_devices(local)(n, D, E, C, seed)
+
+
+def _wrong_local_experts_only(n, D, E, C, seed):
+    """15.6 wrong method: no AllToAll; each token uses the local expert of the same index mod
+    E/ep (the weights a device happens to hold)."""
+    import jax.numpy as jnp
+
+    def local(x, e, slot, w, C):
+        y = jnp.einsum("nd,ndf->nf", x, w[e % w.shape[0]])
+        return jnp.where((slot < C)[:, None], y, 0.0)
+    return on_devices(local)(n, D, E, C, seed)
+
+
+WRONG_METHODS = {
+    "15.1": {"capacity without k (cf·n/E)": _dropped_capacity_without_k,
+             "dropped tokens counted as a fraction": lambda p: dropped(p) / (p.k * p.n)},
+    "15.2": {"forward pass only": lambda p: a2a_bytes_sent(p) / 2,
+             "the full V of each AllToAll": lambda p: a2a_bytes_sent(p) * p.ep ** 2 / (p.ep - 1),
+             "one expert per token (k = 1)":
+                 lambda p: a2a_bytes_sent(p) / models.get(p.model).k},
+    "15.3": {"tokens over the whole ep group": _min_tokens_whole_group,
+             "without k": lambda p: min_tokens_per_device(p) * models.get(p.model).k},
+    "15.4": {"total parameters": lambda p: transformer.n_params(p.model),
+             "routed experts only, k of E": lambda p: transformer.param_count(p.model)["experts"]
+             * models.get(p.model).k / models.get(p.model).E},
+    "15.5": {"busiest expert over the mean expert": lambda p: expert.imbalance(loads(p))},
+    "15.6": {"no combine AllToAll": _wrong_no_combine,
+             "local experts only, no AllToAll": _wrong_local_experts_only},
+    "15.7": {"keep the last C": lambda experts, E, C: _slots_last(experts, E, C),
+             "dropped tokens keep their position": lambda experts, E, C: slot_reference(
+                 experts, E, len(experts))},
+    "15.8": {"forward dispatch only": lambda p: comm_to_math(p) / 2,
+             "all k·tokens·D bytes leave the device (no (ep-1)/ep)":
+                 lambda p: comm_to_math(p) * p.ep / (p.ep - 1)},
+    "15.9": {"forward pass only": lambda p: alltoall_count(p) / 2,
+             "every layer an MoE layer": lambda p: 4 * models.get(p.model).L * p.m},
+    "15.10": {"experts not split over ep": lambda p: expert_state_bytes(p) * p.ep,
+              "parameters only (2 bytes each)": lambda p: expert_state_bytes(p) / 8},
+}

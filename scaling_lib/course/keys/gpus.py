@@ -1,0 +1,190 @@
+"""Answer key for Chapter 2 (GPUs) exercises."""
+
+from __future__ import annotations
+
+import math
+
+from ... import hardware, inference
+from ...units import dtype_bytes
+
+
+def tensor_flops_per_clock_per_sm(p):
+    """Ex 2.1: dense 16-bit tensor-core FLOPs per clock per SM of p.accelerator."""
+    acc = hardware.get(p.accelerator)
+    g = acc.internals
+    return acc.peak_flops_per_s(hardware.training_dtype(acc)) / (g.n_sm * g.tensor_clock_hz)
+
+
+def fp32_slowdown(p):
+    """Ex 2.2: how many times slower a compute-bound matmul runs in FP32 than in 16 bits."""
+    return hardware.tensor_core_speedup(p.accelerator, hardware.training_dtype(p.accelerator))
+
+
+def disabled_sm_fraction(p):
+    """Ex 2.3: share of the full die's SMs that the product leaves disabled."""
+    g = hardware.get(p.accelerator).internals
+    return (g.n_sm_full - g.n_sm) / g.n_sm_full
+
+
+def level_critical_intensity(p):
+    """Ex 2.4: FLOPs per byte needed to stay compute-bound reading from memory level p.level."""
+    acc = hardware.get(p.accelerator)
+    peak = acc.peak_flops_per_s(hardware.training_dtype(acc))
+    return peak / acc.internals.level(p.level).bytes_per_s
+
+
+def largest_square_in_l2(p):
+    """Ex 2.5: side of the largest square bf16 matrix that fits in p.accelerator's L2."""
+    l2 = hardware.get(p.accelerator).internals.level("L2").total_bytes
+    return math.isqrt(int(l2 // dtype_bytes("bf16")))
+
+
+def critical_intensity_growth(p):
+    """Ex 2.6: critical intensity of p.new over that of p.old (each in its training dtype)."""
+    new, old = hardware.get(p.new), hardware.get(p.old)
+    return (new.critical_intensity(hardware.training_dtype(new))
+            / old.critical_intensity(hardware.training_dtype(old)))
+
+
+def wave_efficiency(p):
+    """Ex 2.7: share of SM time doing useful work for p.n_tiles tiles on p.accelerator."""
+    return hardware.wave_efficiency(p.n_tiles, hardware.get(p.accelerator).n_cores)
+
+
+GPU_COUNTS = (1, 2, 4, 8)  # Ex 2.8: tensor-parallel widths inside one 8-GPU server
+HBM_RESERVE = 0.1  # Ex 2.8: share of each GPU's HBM kept free for the KV cache and activations
+
+
+def fewest_gpus(p):
+    """Ex 2.8: the fewest of 1, 2, 4, 8 GPUs whose HBM, less 10%, holds p.n_params bf16 weights.
+
+    The draw keeps n_params small enough (<= 2.8e11) that 8 of the smallest GPU (80 GB) always do.
+    """
+    acc = hardware.get(p.accelerator)
+    need = p.n_params * dtype_bytes("bf16")
+    for n in GPU_COUNTS:
+        if need <= (1 - HBM_RESERVE) * n * acc.hbm_bytes:
+            return n
+    raise ValueError(f"n_params={p.n_params:.3g} in bf16 does not fit on {GPU_COUNTS[-1]} "
+                     f"{acc.name} GPUs with {HBM_RESERVE:.0%} of HBM kept free")
+
+
+def decode_step_lower_bound(p):
+    """Ex 2.8: seconds to read p.n_params bf16 weights split evenly over the fewest GPUs holding them."""
+    return inference.weight_read_time(p.n_params, p.accelerator, fewest_gpus(p))
+
+
+def tensor_core_peak(n_sm, tensor_cores_per_sm, flops_per_clock_per_tensor_core, clock_hz):
+    """Ex 2.9 reference: chip peak from its parts."""
+    return hardware.chip_flops_per_s(n_sm, tensor_cores_per_sm * flops_per_clock_per_tensor_core,
+                                     clock_hz)
+
+
+def sm_wave_efficiency(n_tiles, n_sm):
+    """Ex 2.10 reference: wave quantization."""
+    return hardware.wave_efficiency(n_tiles, n_sm)
+
+
+# ---- Common wrong methods (each must FAIL the exercise's tolerance; tests/test_wrong_methods.py) --
+
+_GIB_PER_GB = 2**30 / 1e9  # reading a GB/s datasheet figure as GiB/s inflates it by 7.4%
+
+
+def _sparse(fn):
+    """The same method with the 2:4-sparsity headline peak (twice the dense one)."""
+    return lambda p: 2 * fn(p)
+
+
+def _tc_boost_clock(p):  # the FP32 boost clock instead of the clock the tensor peak is quoted at
+    acc = hardware.get(p.accelerator)
+    g = acc.internals
+    return acc.peak_flops_per_s(hardware.training_dtype(acc)) / (g.n_sm * g.clock_hz)
+
+
+def _tc_per_tensor_core(p):  # per tensor core instead of per SM
+    g = hardware.get(p.accelerator).internals
+    return tensor_flops_per_clock_per_sm(p) / g.tensor_cores_per_sm
+
+
+def _fp32_bytes_too(p):  # the memory-bound factor of 2 added to a compute-bound ratio
+    return 2 * fp32_slowdown(p)
+
+
+def _binning_over_enabled(p):  # disabled SMs over the enabled ones, not over the die
+    g = hardware.get(p.accelerator).internals
+    return (g.n_sm_full - g.n_sm) / g.n_sm
+
+
+def _binning_enabled_share(p):  # the share left on
+    g = hardware.get(p.accelerator).internals
+    return g.n_sm / g.n_sm_full
+
+
+def _level_fp32(p):  # the FP32-core peak instead of the 16-bit tensor peak
+    acc = hardware.get(p.accelerator)
+    return acc.peak_flops_per_s("fp32") / acc.internals.level(p.level).bytes_per_s
+
+
+def _l2_fp32(p):  # 4 bytes per element
+    return math.isqrt(int(hardware.get(p.accelerator).internals.level("L2").total_bytes // 4))
+
+
+def _l2_mb(p):  # "50 MB" read as 50e6 bytes (the whitepapers' MB are MiB)
+    l2 = hardware.get(p.accelerator).internals.level("L2").total_bytes
+    return math.isqrt(int(l2 / 2**20 * 1e6 // dtype_bytes("bf16")))
+
+
+def _growth_inverted(p):
+    return 1 / critical_intensity_growth(p)
+
+
+def _growth_peak_only(p):  # the growth of peak FLOP/s, bandwidth ignored
+    new, old = hardware.get(p.new), hardware.get(p.old)
+    return (new.peak_flops_per_s(hardware.training_dtype(new))
+            / old.peak_flops_per_s(hardware.training_dtype(old)))
+
+
+def _waves_fractional(p):  # n_tiles / n_SM, as if a wave could be partly paid for
+    return p.n_tiles / hardware.get(p.accelerator).n_cores
+
+
+def _decode_one_byte(p):  # one byte per bf16 parameter
+    return decode_step_lower_bound(p) / 2
+
+
+def _decode_bits(p):  # 16 bits counted as 16 bytes
+    return 8 * decode_step_lower_bound(p)
+
+
+def _decode_not_split(p):  # every GPU reads all the weights
+    return inference.weight_read_time(p.n_params, p.accelerator, 1)
+
+
+def _decode_all_eight(p):  # always 8 GPUs, however few would hold the model
+    return inference.weight_read_time(p.n_params, p.accelerator, GPU_COUNTS[-1])
+
+
+def _decode_gib(p):
+    return decode_step_lower_bound(p) / _GIB_PER_GB
+
+
+WRONG_METHODS = {
+    "2.1": {"FP32 boost clock instead of the tensor clock": _tc_boost_clock,
+            "sparsity peak (2x dense)": _sparse(tensor_flops_per_clock_per_sm),
+            "per tensor core instead of per SM": _tc_per_tensor_core},
+    "2.2": {"sparsity peak (2x dense)": _sparse(fp32_slowdown),
+            "bytes factor of 2 added to a compute-bound ratio": _fp32_bytes_too},
+    "2.3": {"disabled / enabled instead of disabled / die": _binning_over_enabled,
+            "share enabled instead of disabled": _binning_enabled_share},
+    "2.4": {"sparsity peak (2x dense)": _sparse(level_critical_intensity),
+            "FP32 peak instead of the 16-bit tensor peak": _level_fp32},
+    "2.5": {"fp32 bytes (4 per element)": _l2_fp32, "MiB read as MB": _l2_mb},
+    "2.6": {"old / new instead of new / old": _growth_inverted,
+            "peak growth only": _growth_peak_only},
+    "2.7": {"n_tiles / n_SM (no whole waves)": _waves_fractional},
+    "2.8": {"one byte per bf16 parameter": _decode_one_byte,
+            "bits counted as bytes": _decode_bits,
+            "weights not split over the GPUs": _decode_not_split,
+            "always 8 GPUs": _decode_all_eight,
+            "GB/s read as GiB/s": _decode_gib},
+}

@@ -1,0 +1,172 @@
+"""Answer key for Chapter 8 (Inference basics) exercises."""
+
+from __future__ import annotations
+
+import math
+
+from ... import hardware, inference, models, transformer
+
+_DTYPE_OF_BYTES = {4: "fp32", 2: "bf16", 1: "fp8"}
+
+
+def kv_bytes_per_token(p):
+    """Ex 8.1: KV cache bytes per token of p.model with the cache in p.dtype."""
+    return transformer.kv_cache_bytes(p.model, 1, 1, p.dtype)
+
+
+def kv_cache_for_context(p):
+    """Ex 8.2: bf16 KV cache bytes of p.B sequences holding p.S tokens each."""
+    return transformer.kv_cache_bytes(p.model, p.B, p.S)
+
+
+def cache_share(p):
+    """Ex 8.3: share of a decode step's HBM bytes that is KV cache (p.B sequences, p.S tokens)."""
+    return inference.decode_bytes(p.model, p.B, p.S).fractions()["kv cache"]
+
+
+def mha_cache_ratio(p):
+    """Ex 8.4: how many times larger the cache would be with K = N (multi-head attention)."""
+    cfg = models.get(p.model)
+    return (transformer.kv_cache_bytes(cfg.with_changes(K=cfg.N), 1, 1)
+            / transformer.kv_cache_bytes(cfg, 1, 1))
+
+
+def weights_read_per_step(p):
+    """Ex 8.5: bytes of weights one decode step reads, weights stored in p.dtype."""
+    return inference.weight_bytes_read(p.model, p.dtype)
+
+
+def batch1_step_time(p):
+    """Ex 8.6: roofline lower bound (s) of a batch-1 decode step with p.S cached tokens."""
+    return inference.decode_step_time(p.model, 1, p.S, p.accelerator, p.n_devices)
+
+
+def decode_tokens_per_s(p):
+    """Ex 8.7: tokens/s of the whole system decoding p.B sequences at p.S cached tokens."""
+    return p.B / inference.decode_step_time(p.model, p.B, p.S, p.accelerator, p.n_devices)
+
+
+def step_intensity(p):
+    """Ex 8.8: FLOPs per byte of one decode step (bf16 weights and cache)."""
+    return inference.decode_intensity(p.model, p.B, p.S)
+
+
+def is_compute_bound(p):
+    """Ex 8.9: whether the decode step's intensity exceeds p.accelerator's critical intensity."""
+    return bool(inference.decode_intensity(p.model, p.B, p.S)
+                > hardware.get(p.accelerator).critical_intensity("bf16"))
+
+
+def attention_intensity(p):
+    """Ex 8.10: FLOPs per byte of cache read in the attention part of a decode step."""
+    return (inference.decode_flops(p.model, 1, 1024)["attention"]
+            / inference.decode_bytes(p.model, 1, 1024)["kv cache"])
+
+
+def kv_cache_bytes(L, K, H, B, S, bytes_per_element):
+    """Ex 8.11 reference: KV cache bytes of B sequences of S tokens (L layers, K kv heads of H)."""
+    cfg = models.TransformerConfig(L=L, D=K * H, F=1, N=K, K=K, H=H, V=1)
+    return transformer.kv_cache_bytes(cfg, B, S, _DTYPE_OF_BYTES[bytes_per_element])
+
+
+def max_sequences(model, accelerator, n_devices, S):
+    """Ex 8.12 reference: whole sequences of S tokens that fit next to the bf16 weights."""
+    return math.floor(inference.max_cached_tokens(model, accelerator, n_devices) / S)
+
+
+# ---- common wrong methods (tests/test_wrong_methods.py checks that each one FAILs) -------------
+def _n_heads_not_k(p):
+    """The cache sized with the N query heads instead of the K key/value heads."""
+    cfg = models.get(p.model)
+    return transformer.kv_cache_bytes(cfg.with_changes(K=cfg.N), 1, 1, p.dtype)
+
+
+def _no_factor_two(p):
+    return kv_bytes_per_token(p) / 2
+
+
+def _bits_not_bytes(p):
+    return kv_bytes_per_token(p) * 8
+
+
+def _n_heads_for_context(p):
+    cfg = models.get(p.model)
+    return transformer.kv_cache_bytes(cfg.with_changes(K=cfg.N), p.B, p.S)
+
+
+def _gib_not_gb(p):
+    return kv_cache_for_context(p) / 2**30 * 1e9
+
+
+def _embedding_included(p):
+    return transformer.n_params(p.model) * {"bf16": 2, "int8": 1}[p.dtype]
+
+
+def _int8_as_two_bytes(p):
+    return inference.weight_bytes_read(p.model, "bf16")
+
+
+def _one_device(p):
+    return inference.decode_step_time(p.model, 1, p.S, p.accelerator, 1)
+
+
+def _per_sequence_rate(p):
+    return decode_tokens_per_s(p) / p.B
+
+
+def _k_over_n(p):
+    return 1 / mha_cache_ratio(p)
+
+
+def _attention_n_as_k(p):
+    return 1.0
+
+
+def _attention_fp32_cache(p):
+    return attention_intensity(p) / 2
+
+
+def _kv_forgot_two(L, K, H, B, S, bytes_per_element):
+    return L * K * H * B * S * bytes_per_element
+
+
+def _sequences_no_weights(model, accelerator, n_devices, S):
+    return math.floor(n_devices * hardware.get(accelerator).hbm_bytes
+                      / transformer.kv_cache_bytes(model, 1, S))
+
+
+WRONG_METHODS = {
+    "8.1": {"N query heads instead of K kv heads": _n_heads_not_k,
+            "keys only (no factor 2 for values)": _no_factor_two,
+            "bits instead of bytes": _bits_not_bytes},
+    "8.2": {"N query heads instead of K kv heads": _n_heads_for_context,
+            "GiB instead of GB (bytes read as 2^30)": _gib_not_gb},
+    "8.4": {"K/N instead of N/K": _k_over_n},
+    "8.5": {"input embedding counted": _embedding_included,
+            "int8 counted as 2 bytes": _int8_as_two_bytes},
+    "8.6": {"one device's bandwidth (n_devices forgotten)": _one_device},
+    "8.7": {"tokens/s of one sequence (1 / step time)": _per_sequence_rate},
+    "8.10": {"one FLOP per byte (N/K group forgotten, 4·K·H over 4·K·H)": _attention_n_as_k,
+             "fp32 cache (4 bytes per element)": _attention_fp32_cache},
+    "8.11": {"keys only (no factor 2 for values)": _kv_forgot_two},
+    "8.12": {"weights forgotten": _sequences_no_weights},
+}
+
+
+def moe_weights_read(p):
+    """Ex 8.13: bf16 weight bytes a decode step of p.B tokens reads from p.model (uniform routing)."""
+    return inference.weight_bytes_read(p.model, "bf16", p.B)
+
+
+WRONG_METHODS["8.13"] = {
+    "every expert read": lambda p: inference.weight_bytes_read(p.model),
+    "B·k experts, no overlap": lambda p: _no_overlap(p),
+}
+
+
+def _no_overlap(p):
+    cfg = models.get(p.model)
+    touched = min(p.B * cfg.k, cfg.E)
+    every = inference.weight_bytes_read(cfg)
+    routed = 2 * transformer.param_count(cfg)["experts"]
+    return every - routed + routed * touched / cfg.E

@@ -1,0 +1,188 @@
+"""Answer key for Chapter 4 (Networks and collectives) exercises."""
+
+from __future__ import annotations
+
+from ... import collectives as C
+from ... import hardware, simulate
+from ...units import dtype_bytes
+
+
+def ring_all_gather(p):
+    """Ex 4.1: seconds for an AllGather of p.V bytes on a one-way ring of p.n devices."""
+    return C.all_gather_time(p.V, p.n, p.W, latency=p.latency)
+
+
+def _weight_gather(p, shape):
+    V = p.D * p.F * dtype_bytes("bf16")
+    return C.hierarchical_time("all-gather", V, hardware.tpu_slice("tpu-v5e", shape)).total
+
+
+def weight_gather_v5e_4x4(p):
+    """Ex 4.2: seconds to AllGather a bf16 W[D, F] sharded over a TPU v5e 4x4 slice."""
+    return _weight_gather(p, (4, 4))
+
+
+def weight_gather_v5e_8x16(p):
+    """Ex 4.3: the same on an 8x16 slice (wraparound on the axis of 16 only)."""
+    return _weight_gather(p, (8, 16))
+
+
+def latency_bound_ring(p):
+    """Ex 4.4: bytes below which p.collective on a 16-chip ICI ring (one full axis) is
+    latency-bound."""
+    link = hardware.get_cluster(f"{p.accelerator}-pod").intra_node
+    return C.latency_bound_bytes(p.collective, 16, link.per_link_bytes_per_s, link.latency,
+                                 topology="bidirectional_ring")
+
+
+def all_gather_over_all_to_all(p):
+    """Ex 4.5: bandwidth-time ratio AllGather / AllToAll on a bidirectional ring of p.n."""
+    return (C.cost_terms("all-gather", p.n, topology="bidirectional_ring")[1]
+            / C.cost_terms("all-to-all", p.n, topology="bidirectional_ring")[1])
+
+
+def inter_node_all_reduce(p):
+    """Ex 4.6: seconds of the inter-node phase of a hierarchical AllReduce of bf16 gradients."""
+    V = p.n_params * dtype_bytes("bf16")
+    return C.hierarchical_time("all-reduce", V, hardware.cluster("h100", 8 * p.nodes))["inter-node"]
+
+
+def cpu_reduce_scatter_result_bytes(p):
+    """Ex 4.7: result bytes per device XLA:CPU reports for a bf16 psum_scatter over 8 devices."""
+    moved = simulate.cpu_collective_dtype("bf16")
+    V = p.R * p.C * simulate.HLO_TYPE_BYTES[moved]
+    return C.collective_bytes("reduce-scatter", V, 8).result_bytes
+
+
+def pooled_memory_slowdown(p):
+    """Ex 4.8: how many times slower a neighbour's HBM streams over NVLink than one's own HBM."""
+    acc = hardware.get(p.accelerator)
+    return acc.hbm_bytes_per_s / acc.link_bytes_per_s
+
+
+def ring_all_gather_time(nbytes, n, bytes_per_s, latency):
+    """Ex 4.9 reference: one-way ring AllGather."""
+    return C.all_gather_time(nbytes, n, bytes_per_s, latency=latency)
+
+
+def torus_all_gather_time(nbytes, shape, link_bytes_per_s, latency, wraparound):
+    """Ex 4.10 reference: AllGather on a 2D or 3D torus, per-link bandwidth."""
+    topology = "torus_2d" if len(shape) == 2 else "torus_3d"
+    n = 1
+    for k in shape:
+        n *= k
+    return C.all_gather_time(nbytes, n, link_bytes_per_s, topology=topology, latency=latency,
+                             shape=shape, wraparound=wraparound)
+
+
+def hierarchical_all_reduce_time(nbytes, m, k, w_intra, w_inter, latency_intra, latency_inter):
+    """Ex 4.11 reference: RS inside nodes, AR across nodes, AG inside nodes (switches)."""
+    plan = C.hierarchical_schedule("all-reduce", nbytes, (m, k))
+    total = 0.0
+    for level, kind, V, g in plan:
+        w, a = (w_intra, latency_intra) if level == "intra-node" else (w_inter, latency_inter)
+        total += C.collective_time(kind, V, g, w, topology="switch", latency=a)
+    return total
+
+
+def flat_multirail_all_reduce(p):
+    """Ex 4.12: bandwidth time (no latency) of a flat ring AllReduce of bf16 gradients over
+    p.nodes DGX H100 servers, one ring per NIC: b V max(1/W_gpu, 1/(8 W_nic))."""
+    V = p.n_params * dtype_bytes("bf16")
+    t = C.multirail_ring_terms("all-reduce", V, hardware.cluster("h100", 8 * p.nodes))
+    return max(t.intra_time, t.inter_time)
+
+
+# ---- common wrong methods (tests/test_wrong_methods.py checks each FAILS for every seed) --------
+
+def _ring_b(n):
+    """AllReduce busiest-link share of a one-way ring of n devices: 2 (n - 1) / n."""
+    return C.cost_terms("all-reduce", n, topology="ring")[1]
+
+
+def _h100(nodes):
+    return hardware.cluster("h100", 8 * nodes)
+
+
+def _grad_bytes(p):
+    return p.n_params * dtype_bytes("bf16")
+
+
+WRONG_METHODS = {
+    "4.1": {
+        "AllReduce cost (an AllReduce is twice an AllGather)":
+            lambda p: C.all_reduce_time(p.V, p.n, p.W, latency=p.latency),
+        "bidirectional ring (the question's ring is one-way)":
+            lambda p: C.all_gather_time(p.V, p.n, p.W, latency=p.latency,
+                                        topology="bidirectional_ring"),
+    },
+    "4.2": {
+        "wraparound on both axes (a 4x4 slice has none)":
+            lambda p: C.all_gather_time(p.D * p.F * 2, 16, 45e9, latency=1e-6, topology="torus_2d",
+                                        shape=(4, 4), wraparound=True),
+        "one link for the whole slice":
+            lambda p: C.all_gather_time(p.D * p.F * 2, 16, 45e9, latency=1e-6),
+    },
+    "4.3": {
+        "wraparound on both axes (the axis of 8 has none)":
+            lambda p: C.all_gather_time(p.D * p.F * 2, 128, 45e9, latency=1e-6,
+                                        topology="torus_2d", shape=(8, 16), wraparound=True),
+        "no wraparound at all":
+            lambda p: C.all_gather_time(p.D * p.F * 2, 128, 45e9, latency=1e-6,
+                                        topology="torus_2d", shape=(8, 16), wraparound=False),
+    },
+    "4.4": {
+        "one-way ring (n - 1 steps, the full (n-1)/n share)":
+            lambda p: C.latency_bound_bytes(
+                p.collective, 16,
+                hardware.get_cluster(f"{p.accelerator}-pod").intra_node.per_link_bytes_per_s,
+                1e-6, topology="ring"),
+        "all ICI links of the chip as W":
+            lambda p: C.latency_bound_bytes(p.collective, 16, hardware.get(p.accelerator).link_bytes_per_s,
+                                            1e-6, topology="bidirectional_ring"),
+    },
+    "4.5": {
+        "one-way ring (ratio 2)":
+            lambda p: (C.cost_terms("all-gather", p.n, topology="ring")[1]
+                       / C.cost_terms("all-to-all", p.n, topology="ring")[1]),
+        "switch AllToAll share (n - 1)/n^2 on a ring":
+            lambda p: (C.cost_terms("all-gather", p.n, topology="bidirectional_ring")[1]
+                       / C.cost_terms("all-to-all", p.n, topology="switch")[1]),
+    },
+    "4.6": {
+        "all the gradients through each NIC (no ReduceScatter in the server first)":
+            lambda p: C.all_reduce_time(_grad_bytes(p), p.nodes, 50e9, topology="switch",
+                                        latency=5e-6),
+        "one flat ring over all 8k GPUs through one NIC per server":
+            lambda p: C.multirail_ring_time("all-reduce", _grad_bytes(p), _h100(p.nodes), rails=1),
+        "an AllGather's cost for the AllReduce":
+            lambda p: C.all_gather_time(_grad_bytes(p) / 8, p.nodes, 50e9, topology="switch",
+                                        latency=5e-6),
+    },
+    "4.7": {
+        "bf16 kept at 2 bytes (XLA:CPU widens it to f32)":
+            lambda p: p.R * p.C * 2 / 8,
+        "operand bytes (the whole array) instead of the result":
+            lambda p: p.R * p.C * 4,
+    },
+    "4.8": {
+        "NVLink's both-ways figure (datasheet 900 GB/s on H100)":
+            lambda p: hardware.get(p.accelerator).hbm_bytes_per_s
+            / (2 * hardware.get(p.accelerator).link_bytes_per_s),
+        "one NVLink link instead of all of them":
+            lambda p: hardware.get(p.accelerator).hbm_bytes_per_s
+            / (hardware.get(p.accelerator).link_bytes_per_s
+               / hardware.get(p.accelerator).n_links),
+    },
+    "4.12": {
+        "one ring through one NIC per server (the whole 2V through one NIC)":
+            lambda p: _ring_b(8 * p.nodes) * _grad_bytes(p) / 50e9,
+        "NVLink and NIC times added instead of overlapped":
+            lambda p: _ring_b(8 * p.nodes) * _grad_bytes(p) * (1 / 450e9 + 1 / (8 * 50e9)),
+        "NVLink only (forgetting the NICs)":
+            lambda p: _ring_b(8 * p.nodes) * _grad_bytes(p) / 450e9,
+        "the hierarchical schedule with its phases in sequence":
+            lambda p: (C.hierarchical_time("all-reduce", _grad_bytes(p), _h100(p.nodes)).total
+                       - C.hierarchical_time("all-reduce", 0.0, _h100(p.nodes)).total),
+    },
+}

@@ -1,0 +1,158 @@
+"""Answer key for Chapter 1 (Rooflines) exercises."""
+
+from __future__ import annotations
+
+from ... import hardware, roofline
+
+
+def t_math_matmul(p):
+    """Ex 1.1: seconds of compute for [B, D] x [D, F] in bf16 on p.accelerator."""
+    acc = hardware.get(p.accelerator)
+    return roofline.t_math(roofline.matmul_flops(p.B, p.D, p.F), acc.peak_flops_per_s("bf16"))
+
+
+def matmul_intensity(p):
+    """Ex 1.2: arithmetic intensity of [B, D] x [D, F] in bf16."""
+    return roofline.matmul_intensity(p.B, p.D, p.F, "bf16")
+
+
+def critical_batch(p):
+    """Ex 1.3: bf16 critical batch of p.accelerator."""
+    return roofline.critical_batch(p.accelerator, "bf16")
+
+
+def critical_batch_int8_weights(p):
+    """Ex 1.4: critical batch with int8 weights and bf16 compute."""
+    return roofline.critical_batch(p.accelerator, "bf16", weight_dtype="int8")
+
+
+def is_compute_bound(p):
+    """Ex 1.5: whether [B, D] x [D, F] in bf16 is compute-bound on p.accelerator (exact bytes)."""
+    acc = hardware.get(p.accelerator)
+    return bool(roofline.matmul_intensity(p.B, p.D, p.F, "bf16") > acc.critical_intensity("bf16"))
+
+
+def _op_bytes(p):
+    """Ex 1.6: HBM bytes of an op of p.flops FLOPs at intensity p.intensity (N = F / I)."""
+    return p.flops / p.intensity
+
+
+def upper_bound_time(p):
+    """Ex 1.6: no-overlap upper bound (seconds) for an op of p.flops FLOPs at p.intensity."""
+    acc = hardware.get(p.accelerator)
+    tm = roofline.t_math(p.flops, acc.peak_flops_per_s("bf16"))
+    tc = roofline.t_comms(_op_bytes(p), acc.hbm_bytes_per_s)
+    return roofline.time_bounds(tm, tc)[1]
+
+
+def network_critical_dim(p):
+    """Ex 1.7: smallest D keeping a 2-chip D-sharded matmul compute-bound over p.link_bytes_per_s."""
+    return roofline.network_critical_dim(p.accelerator, 2, link_bytes_per_s=p.link_bytes_per_s)
+
+
+def roofline_time(flops, nbytes, flops_per_s, bytes_per_s):
+    """Ex 1.8 reference: the perfect-overlap (lower-bound) time of an op."""
+    return roofline.time_bounds(roofline.t_math(flops, flops_per_s),
+                                roofline.t_comms(nbytes, bytes_per_s))[0]
+
+
+def bf16_matmul_intensity(B, D, F):
+    """Ex 1.9 reference: intensity of a bf16 matmul."""
+    return roofline.matmul_intensity(B, D, F, "bf16")
+
+
+# ---- Common wrong methods (each must FAIL the exercise's tolerance; tests/test_wrong_methods.py) --
+
+_GIB_PER_GB = 2**30 / 1e9  # reading a GB/s datasheet figure as GiB/s inflates it by 7.4%
+
+
+def _acc(p):
+    return hardware.get(p.accelerator)
+
+
+def _t_math_sparse(p):  # the "with sparsity" headline peak, twice the dense one
+    return roofline.matmul_flops(p.B, p.D, p.F) / (2 * _acc(p).peak_flops_per_s("bf16"))
+
+
+def _t_math_one_flop_per_mac(p):  # B·D·F FLOPs: a multiply-add counted as one
+    return p.B * p.D * p.F / _acc(p).peak_flops_per_s("bf16")
+
+
+def _intensity_about_b(p):  # the B << D, F shortcut where the exact count was asked
+    return float(p.B)
+
+
+def _intensity_no_output(p):  # reads counted, the write of the output forgotten
+    return roofline.matmul_flops(p.B, p.D, p.F) / (2 * (p.B * p.D + p.D * p.F))
+
+
+def _intensity_fp32(p):  # 4 bytes per element
+    return roofline.matmul_intensity(p.B, p.D, p.F, "fp32")
+
+
+def _crit_gib(p):  # bandwidth read as GiB/s
+    acc = _acc(p)
+    return acc.peak_flops_per_s("bf16") / (acc.hbm_bytes_per_s * _GIB_PER_GB)
+
+
+def _crit_sparse(p):
+    return 2 * critical_batch(p)
+
+
+def _int8_unchanged(p):  # int8 weights ignored (or the peak doubled as well): the bf16 value
+    return critical_batch(p)
+
+
+def _int8_gib(p):
+    return _crit_gib(p) / 2
+
+
+def _bound_sparse(p):  # 1.5 against the sparsity peak's ridge
+    acc = _acc(p)
+    return bool(roofline.matmul_intensity(p.B, p.D, p.F) > 2 * acc.critical_intensity("bf16"))
+
+
+def _no_overlap_max(p):  # the perfect-overlap bound where no overlap was asked
+    acc = _acc(p)
+    return max(p.flops / acc.peak_flops_per_s("bf16"), _op_bytes(p) / acc.hbm_bytes_per_s)
+
+
+def _no_overlap_sparse(p):
+    acc = _acc(p)
+    return p.flops / (2 * acc.peak_flops_per_s("bf16")) + _op_bytes(p) / acc.hbm_bytes_per_s
+
+
+def _no_overlap_bytes_as_intensity_times_flops(p):  # N = F * I instead of F / I
+    acc = _acc(p)
+    return p.flops / acc.peak_flops_per_s("bf16") + p.flops * p.intensity / acc.hbm_bytes_per_s
+
+
+def _net_no_dtype(p):  # a = 2 bytes per bf16 element forgotten
+    return _acc(p).peak_flops_per_s("bf16") / p.link_bytes_per_s
+
+
+def _net_both_ways(p):  # the link counted in both directions (2W)
+    return network_critical_dim(p) / 2
+
+
+def _net_gib(p):
+    return network_critical_dim(p) / _GIB_PER_GB
+
+
+WRONG_METHODS = {
+    "1.1": {"sparsity peak (2x dense)": _t_math_sparse,
+            "one FLOP per multiply-add": _t_math_one_flop_per_mac},
+    "1.2": {"I ≈ B shortcut instead of the exact count": _intensity_about_b,
+            "output write forgotten": _intensity_no_output,
+            "fp32 bytes (4 per element)": _intensity_fp32},
+    "1.3": {"GB/s read as GiB/s": _crit_gib, "sparsity peak (2x dense)": _crit_sparse},
+    "1.4": {"bf16 critical batch (weight bytes ignored)": _int8_unchanged,
+            "GB/s read as GiB/s": _int8_gib},
+    "1.5": {"sparsity peak (2x dense)": _bound_sparse},
+    "1.6": {"max (perfect overlap) instead of the sum": _no_overlap_max,
+            "sparsity peak (2x dense)": _no_overlap_sparse,
+            "bytes = FLOPs x intensity": _no_overlap_bytes_as_intensity_times_flops},
+    "1.7": {"bytes per element forgotten (C / W)": _net_no_dtype,
+            "link bandwidth counted both ways": _net_both_ways,
+            "GB/s read as GiB/s": _net_gib},
+}

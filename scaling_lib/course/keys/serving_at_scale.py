@@ -1,0 +1,170 @@
+"""Answer key for Chapter 21 (Serving at scale) exercises."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ... import hardware, inference, models, serving, serving_engine, serving_sim, transformer
+
+
+def min_chips(p):
+    """Ex 21.1: fewest p.accelerator devices whose HBM holds p.model's weights in p.dtype."""
+    return serving.min_devices(p.model, p.accelerator, dtype=p.dtype)
+
+
+def _context(p):
+    return p.P + p.G // 2
+
+
+def step_time(p):
+    """Ex 21.2: TPOT of p.model tensor-parallel over p.n devices at batch p.B (mean context)."""
+    return float(inference.decode_step_time(p.model, p.B, _context(p), p.accelerator, p.n,
+                                            tp=p.n))
+
+
+def best_batch(p):
+    """Ex 21.3: batch with the most tokens/s within the TPOT budget p.budget that fits."""
+    return serving.best_batch(p.model, p.accelerator, p.n, tpot_budget=p.budget,
+                              prompt_len=p.P, gen_len=p.G)
+
+
+def pd_ratio(p):
+    """Ex 21.4: prefill servers per decode server."""
+    return serving.prefill_decode_ratio(p.prefill_time, p.step_time, p.B, p.G)
+
+
+def spec_speedup(p):
+    """Ex 21.5: speculative decoding's expected speed-up."""
+    return serving.speculative_speedup(p.alpha, p.gamma, p.cost)
+
+
+def spec_break_even(p):
+    """Ex 21.6: the draft cost (in target steps) at which speculation stops paying."""
+    return serving_engine.speculative_break_even_cost(p.alpha, p.gamma)
+
+
+def kv_tokens(p):
+    """Ex 21.7: tokens of KV cache (in p.kv_dtype) that fit next to the p.dtype weights."""
+    return float(inference.max_cached_tokens(p.model, p.accelerator, p.n, p.dtype, p.kv_dtype))
+
+
+def lengths_of(p):
+    """The request lengths of Ex 21.8: geometrically spaced from p.shortest to p.max_len."""
+    return np.geomspace(p.shortest, p.max_len, p.n).round()
+
+
+def prealloc_waste(p):
+    """Ex 21.8: share of the KV memory reserved by preallocating p.max_len that holds no token."""
+    return serving_engine.kv_waste(lengths_of(p), max_len=p.max_len)
+
+
+def allocate(lengths, block_size, n_blocks):
+    """Ex 21.9 reference: requests admitted first come, first served from a pool of blocks."""
+    return serving_engine.allocate_kv_blocks(lengths, block_size, n_blocks)
+
+
+def schedule_step(left, waiting, max_batch, gen_len):
+    """Ex 21.10 reference: tokens left per running request after one iteration."""
+    return serving_sim.schedule_step(left, waiting, max_batch, gen_len)[0]
+
+
+def mp_limit(p):
+    """Ex 21.11: model-parallel degree past which a decode matmul is ICI-bound, F / (B·β)."""
+    beta = serving_engine.hbm_ici_ratio(p.accelerator)
+    return serving_engine.model_parallel_limit(models.get(p.model).F, p.B, beta)
+
+
+def cost_per_million(p):
+    """Ex 21.12: dollars per million output tokens at p.price per device-hour."""
+    return float(serving.estimate(p.model, p.accelerator, p.n, batch=p.B, prompt_len=p.P,
+                                  gen_len=p.G, price_per_device_hour=p.price)
+                 .cost_per_million_tokens)
+
+
+# ---- common wrong methods (tests/test_wrong_methods.py checks that each one FAILs) -------------
+def _bf16_always(p):
+    return serving.min_devices(p.model, p.accelerator, dtype="bf16")
+
+
+def _rounded_down(p):
+    c = models.get(p.model)
+    return max(1, math.floor(transformer.n_params(c) * {"bf16": 2, "int8": 1, "int4": 0.5}[p.dtype]
+                             / hardware.get(p.accelerator).hbm_bytes))
+
+
+def _no_allreduce(p):
+    return float(inference.decode_step_time(p.model, p.B, _context(p), p.accelerator, p.n))
+
+
+def _one_device_bandwidth(p):
+    return float(inference.decode_step_time(p.model, p.B, _context(p), p.accelerator, 1))
+
+
+def _largest_that_fits(p):
+    return serving.best_batch(p.model, p.accelerator, p.n, tpot_budget=1e9, prompt_len=p.P,
+                              gen_len=p.G)
+
+
+def _budget_without_comm(p):
+    B = np.arange(1, 4097)
+    e = serving.estimate(p.model, p.accelerator, p.n, batch=B, prompt_len=p.P, gen_len=p.G)
+    t = inference.decode_step_time(p.model, B, _context(p), p.accelerator, p.n)
+    ok = np.asarray(e.fits) & (np.asarray(t) <= p.budget)
+    return int(B[ok].max()) if ok.any() else 0
+
+
+def _spec_linear(p):
+    return (1 + p.alpha * p.gamma) / (1 + p.gamma * p.cost)
+
+
+WRONG_METHODS = {
+    "21.1": {"bf16 bytes whatever the precision": _bf16_always,
+             "rounded down instead of up": _rounded_down},
+    "21.2": {"all-reduces left out": _no_allreduce,
+             "one device's bandwidth (n forgotten)": _one_device_bandwidth},
+    "21.3": {"largest batch that fits (budget ignored)": _largest_that_fits,
+             "budget on the roofline step, all-reduces left out": _budget_without_comm},
+    "21.4": {"generated length forgotten (one token per sequence)": lambda p: pd_ratio(p) * p.G,
+             "batch forgotten (one sequence per decode server)": lambda p: pd_ratio(p) / p.B},
+    "21.5": {"draft cost ignored (tokens per target step)":
+             lambda p: serving_engine.expected_tokens_per_step(p.alpha, p.gamma),
+             "1 + α·γ tokens (a rejection does not end the round)": _spec_linear},
+    "21.6": {"E / γ (the target's own token not subtracted)":
+             lambda p: serving_engine.expected_tokens_per_step(p.alpha, p.gamma) / p.gamma},
+    "21.7": {"cache in the weights' precision":
+             lambda p: float(inference.max_cached_tokens(p.model, p.accelerator, p.n, p.dtype)),
+             "weights forgotten": lambda p: p.n * hardware.get(p.accelerator).hbm_bytes
+             / transformer.kv_cache_bytes(p.model, 1, 1, p.kv_dtype)},
+    "21.8": {"share used, not wasted": lambda p: 1 - prealloc_waste(p),
+             "paged with 16-token blocks":
+             lambda p: serving_engine.kv_waste(lengths_of(p), block_size=16)},
+    "21.9": {"tokens, not blocks (no rounding up)":
+             lambda lengths, b, n: int(np.searchsorted(np.cumsum(np.asarray(lengths) / b), n,
+                                                       side="right")),
+             "skips past a request that does not fit": lambda lengths, b, n: _skip_ahead(
+                 lengths, b, n)},
+    "21.10": {"new requests keep gen_len tokens (prefill's token not counted)":
+              lambda left, w, m, g: _no_first_token(left, w, m, g)},
+    "21.11": {"β forgotten (F / B)": lambda p: models.get(p.model).F / p.B,
+              "D instead of F": lambda p: models.get(p.model).D / p.B
+              / serving_engine.hbm_ici_ratio(p.accelerator)},
+    "21.12": {"price of one device (n forgotten)": lambda p: cost_per_million(p) / p.n,
+              "per hour, not per second (3600 forgotten)": lambda p: cost_per_million(p) * 3600},
+}
+
+
+def _skip_ahead(lengths, block_size, n_blocks):
+    free, admitted = n_blocks, 0
+    for need in np.ceil(np.asarray(lengths) / block_size):
+        if need <= free:
+            free -= need
+            admitted += 1
+    return admitted
+
+
+def _no_first_token(left, waiting, max_batch, gen_len):
+    new = min(waiting, max_batch - len(left))
+    after = [x - 1 for x in left] + [gen_len] * new
+    return [x for x in after if x > 0]

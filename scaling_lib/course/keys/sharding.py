@@ -1,0 +1,182 @@
+"""Answer key for Chapter 9 (Sharded arrays and how to multiply them) exercises.
+
+The implement-it references run on the simulated devices: the notebook asks for 8 CPU devices
+(``simulate.use_cpu_devices(8)``) before it imports this module's JAX-using functions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ... import collectives as C
+from ... import hardware, simulate
+from ... import roofline as rl
+from ... import sharding as S
+
+# Layouts of A[I, J] . B[J, K] for exercise 9.1, in the book's notation.
+LAYOUTS = {
+    "A[I_X, J] · B[J, K]": (("X", None), (None, None)),
+    "A[I_X, J] · B[J, K_Y]": (("X", None), (None, "Y")),
+    "A[I, J_X] · B[J, K]": ((None, "X"), (None, None)),
+    "A[I_X, J] · B[J_X, K]": (("X", None), ("X", None)),
+    "A[I, J_X] · B[J_X, K]": ((None, "X"), ("X", None)),
+    "A[I_Y, J_X] · B[J_X, K]": (("Y", "X"), ("X", None)),
+    "A[I_X, J] · B[J, K_X]": (("X", None), (None, "X")),
+}
+
+
+def _system(name):
+    """(peak bf16 FLOP/s, the bytes_per_s argument, topology) of 9.4 / 9.5's systems."""
+    if name == "h100-node":
+        node = hardware.cluster("h100", 8)
+        return node.accelerator.peak_flops_per_s(), node.intra_node.bytes_per_s, "switch"
+    if name == "tpu-v5e-ring":
+        pod = hardware.get_cluster("tpu-v5e-pod")
+        return (pod.accelerator.peak_flops_per_s(), pod.intra_node.per_link_bytes_per_s,
+                "bidirectional_ring")
+    raise ValueError(f"system={name!r}; valid choices: h100-node, tpu-v5e-ring")
+
+
+def which_collective(p):
+    """Ex 9.1: the collective a layout needs ("none" for case 1)."""
+    a_spec, b_spec = LAYOUTS[p.layout]
+    m = S.sharded_matmul(8, 8, 8, a_spec, b_spec, {"X": 2, "Y": 2})
+    return m.kind or "none"
+
+
+def fsdp_gather_received(p):
+    """Ex 9.2: bytes each device receives gathering a bf16 W[D_X, F] over n devices."""
+    m = S.sharded_matmul(p.n, p.D, p.F, ("X", None), ("X", None), {"X": p.n})
+    return C.collective_bytes(m.kind, m.nbytes, m.group_size).received_bytes
+
+
+def node_all_reduce_time(p):
+    """Ex 9.3: seconds to all-reduce the partial C[B, F] of x[B, D_X] . W[D_X, F] on a DGX H100."""
+    m = S.sharded_matmul(p.B, 8 * 1024, p.F, (None, "X"), ("X", None), {"X": 8})
+    return S.cluster_comm_time(m, hardware.cluster("h100", 8))
+
+
+def reduce_threshold(p):
+    """Ex 9.4: the contracting size J above which case 3 hides its AllReduce."""
+    flops, bw, topology = _system(p.system)
+    return S.reduce_critical_dim(p.n, flops, bw, topology=topology)
+
+
+def gather_threshold(p):
+    """Ex 9.5: rows per device above which case 2 hides the AllGather of the weight."""
+    flops, bw, topology = _system(p.system)
+    return S.gather_critical_rows(p.n, flops, bw, topology=topology)
+
+
+def _fsdp_times(p):
+    node = hardware.cluster("h100", 8)
+    m = S.sharded_matmul(8 * p.rows, p.D, p.F, ("X", None), ("X", None), {"X": 8})
+    return S.math_time(m, node.accelerator.peak_flops_per_s()), S.cluster_comm_time(m, node)
+
+
+def overlap_speedup(p):
+    """Ex 9.6: how many times faster case 2 runs with its AllGather overlapped than after it."""
+    lower, upper = rl.time_bounds(*_fsdp_times(p))
+    return upper / lower
+
+
+def collective_matmul(p):
+    """Ex 9.7: a collective matmul's time from T_math, T_comm (seconds) and n."""
+    return S.collective_matmul_time(p.t_math, p.t_comm, p.n)
+
+
+def cpu_all_reduce_bytes(p):
+    """Ex 9.8: operand bytes XLA:CPU reports for case 3's all-reduce of a bf16 C[I, K]."""
+    moved = simulate.cpu_collective_dtype("bf16")
+    V = p.I * p.K * simulate.HLO_TYPE_BYTES[moved]
+    return C.collective_bytes("all-reduce", V, 8).operand_bytes
+
+
+def case4_gather_bytes(p):
+    """Ex 9.9: V of the multiplicand gathered in A[I_X, J] . B[J, K_X] (bf16)."""
+    return S.sharded_matmul(p.I, p.J, p.K, ("X", None), (None, "X"), {"X": 8}).nbytes
+
+
+# ---- wrong methods (tests/test_wrong_methods.py: each must FAIL at the cell's tolerance) ---------
+
+def _wrong_any_sharded_j_reduces(p):
+    a_spec, b_spec = LAYOUTS[p.layout]
+    if a_spec[1] or b_spec[0]:
+        return "all-reduce"
+    return which_collective(p)
+
+
+WRONG_METHODS = {
+    "9.1": {"any sharded J means an AllReduce": _wrong_any_sharded_j_reduces},
+    "9.2": {"the whole array V": lambda p: p.D * p.F * 2,
+            "fp32 weights": lambda p: 2 * fsdp_gather_received(p)},
+    "9.3": {"an AllGather's cost": lambda p: node_all_reduce_time(p) / 2,
+            "the bytes of one shard": lambda p: node_all_reduce_time(p) / 8},
+    "9.4": {"the per-device matmul not divided by n": lambda p: reduce_threshold(p) / p.n,
+            "both directions' bandwidth": lambda p: reduce_threshold(p) / 2},
+    "9.5": {"matmul FLOPs without the 2": lambda p: 2 * gather_threshold(p),
+            "without the (n - 1) / n": lambda p: gather_threshold(p) * p.n / (p.n - 1)},
+    "9.6": {"the ratio the wrong way round": lambda p: 1 / overlap_speedup(p),
+            "the sum over T_math": lambda p: sum(_fsdp_times(p)) / _fsdp_times(p)[0]},
+    "9.7": {"the ideal max(T_math, T_comm)": lambda p: max(p.t_math, p.t_comm),
+            "no overlap": lambda p: p.t_math + p.t_comm},
+    "9.8": {"bf16 bytes": lambda p: cpu_all_reduce_bytes(p) / 2,
+            "one shard of C": lambda p: cpu_all_reduce_bytes(p) / 8},
+    "9.9": {"the larger multiplicand": lambda p: max(p.I, p.K) * p.J * 2,
+            "only B's shard": lambda p: p.J * p.K * 2 / 8},
+}
+
+# ---- implement-it references (run on the 8 simulated devices) ------------------------------------
+
+
+def matmul_reference(A, B):
+    """Ex 9.10 / 9.11 reference: the unsharded product, in numpy."""
+    return np.asarray(A, np.float32) @ np.asarray(B, np.float32)
+
+
+def _mesh():
+    return simulate.make_mesh((8,), ("X",))
+
+
+def on_devices(local, layout):
+    """Wrap a student's per-device ``local(a, b)`` as ``run(A, B) -> C`` on 8 simulated devices.
+
+    ``layout`` "case 3": A[I, J_X] . B[J_X, K] -> C[I, K]; "collective": A[I_X, J] . B[J_X, K]
+    -> C[I_X, K] with no AllGather allowed. Raises ValueError (which the checker reports as a
+    FAIL line) when the compiled collectives are not the ones the exercise asks for.
+    """
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    specs = {"case 3": (((None, "X"), ("X", None)), (None, None)),
+             "collective": ((("X", None), ("X", None)), ("X", None))}
+    if layout not in specs:
+        raise ValueError(f"layout={layout!r}; valid choices: {', '.join(specs)}")
+    (sa, sb), sc = specs[layout]
+
+    def run(A, B):
+        mesh = _mesh()
+        f = jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P(*sa), P(*sb)), out_specs=P(*sc)))
+        a, b = simulate.shard(A, mesh, sa), simulate.shard(B, mesh, sb)
+        out = np.asarray(f(a, b))
+        found = simulate.collectives_in(f, a, b)
+        I, J = A.shape
+        K = B.shape[1]
+        m = S.sharded_matmul(I, J, K, sa, sb, {"X": 8}, dtype="fp32")
+        kinds = sorted(c.kind for c in found for _ in range(c.count))
+        if layout == "case 3":
+            want = C.collective_bytes(m.kind, m.nbytes, 8)
+            ok = [(c.kind, c.operand_bytes) for c in found] == [(m.kind, want.operand_bytes)]
+            if not ok:
+                raise ValueError(f"compiled collectives {kinds or 'none'}; expected one all-reduce "
+                                 f"of the partial C ({want.operand_bytes:.0f} bytes per device)")
+        else:
+            sent = sum(c.operand_bytes * c.count for c in found)
+            want = C.collective_bytes("all-gather", m.nbytes, 8).received_bytes
+            if set(kinds) != {"collective-permute"} or sent != want:
+                raise ValueError(f"compiled collectives {kinds or 'none'} moving {sent:.0f} "
+                                 f"bytes; expected only collective-permutes (ppermute) moving "
+                                 f"{want:.0f} bytes, what the AllGather would")
+        return out
+
+    return run

@@ -1,0 +1,145 @@
+"""Answer key for Chapter 3 (TPUs) exercises."""
+
+from __future__ import annotations
+
+import math
+
+from ... import hardware, inference
+from ...units import dtype_bytes
+
+
+def sampling_latency_lower_bound(p):
+    """Ex 3.1: seconds to read p.n_params bf16 weights once, split over p.n_chips chips."""
+    return inference.weight_read_time(p.n_params, p.accelerator, p.n_chips)
+
+
+def pod_flops_per_s(p):
+    """Ex 3.2: bf16 dense peak of the whole pod p.pod."""
+    return hardware.get_cluster(p.pod).peak_flops_per_s
+
+
+def pod_hbm_bytes(p):
+    """Ex 3.3: HBM of the whole pod p.pod."""
+    return hardware.get_cluster(p.pod).hbm_bytes
+
+
+def pod_hosts(p):
+    """Ex 3.4: CPU hosts in the pod p.pod."""
+    return hardware.get_cluster(p.pod).n_hosts
+
+
+def slice_max_hops(p):
+    """Ex 3.5: most ICI hops between two chips of a TPU v5e slice of shape (p.X, p.Y)."""
+    shape = (p.X, p.Y)
+    return hardware.ici_max_hops(shape, hardware.wraparound("tpu-v5e", shape))
+
+
+def implied_clock_hz(p):
+    """Ex 3.6: the clock at which p.accelerator's MXUs reach its bf16 peak."""
+    acc = hardware.get(p.accelerator)
+    return acc.internals.implied_clock_hz(acc.peak_flops_per_s("bf16"))
+
+
+def mxu_useful_fraction(p):
+    """Ex 3.7: useful share of MXU work for a [B, D] x [D, F] matmul on p.accelerator (B large)."""
+    size = hardware.get(p.accelerator).internals.mxu_size
+    return hardware.padding_efficiency(p.D, size) * hardware.padding_efficiency(p.F, size)
+
+
+def largest_square_in_vmem(p):
+    """Ex 3.8: side of the largest square matrix of p.dtype that fits in TPU v5e VMEM."""
+    vmem = hardware.get("tpu-v5e").internals.vmem_bytes
+    return math.isqrt(int(vmem // dtype_bytes(p.dtype)))
+
+
+def dcn_over_ici(p):
+    """Ex 3.9: how many times longer a chip takes to send bytes over DCN than over all its ICI."""
+    c = hardware.cluster(p.accelerator, 2)
+    return c.intra_node.bytes_per_s / c.inter_node.bytes_per_s
+
+
+def max_hops(shape, wrap):
+    """Ex 3.10 reference."""
+    return hardware.ici_max_hops(shape, wrap)
+
+
+def mxu_padding_efficiency(dim, mxu_size):
+    """Ex 3.11 reference."""
+    return hardware.padding_efficiency(dim, mxu_size)
+
+
+# ---- common wrong methods (tests/test_wrong_methods.py checks each FAILS for every seed) --------
+
+def _acc(p):
+    return hardware.get(p.accelerator)
+
+
+def _pod(p):
+    return hardware.get_cluster(p.pod)
+
+
+def _pad_one(dim, size):
+    return hardware.padding_efficiency(dim, size)
+
+
+WRONG_METHODS = {
+    "3.1": {
+        "1 byte per parameter (bf16 is 2)":
+            lambda p: p.n_params / p.n_chips / _acc(p).hbm_bytes_per_s,
+        "all weights on one chip (not divided among the chips)":
+            lambda p: 2 * p.n_params / _acc(p).hbm_bytes_per_s,
+    },
+    "3.2": {
+        "int8 peak instead of bf16":
+            lambda p: _pod(p).n_devices * _pod(p).accelerator.peak_flops_per_s("int8"),
+        "peak per chip x TensorCores (the peak is already per chip)":
+            lambda p: _pod(p).n_devices * _pod(p).accelerator.internals.tensorcores
+            * _pod(p).accelerator.peak_flops_per_s("bf16"),
+    },
+    "3.3": {
+        "GiB vs GB (the other unit than the datasheet's)":
+            lambda p: _pod(p).n_devices * (
+                32e9 if p.pod == "tpu-v4-pod" else _pod(p).accelerator.hbm_bytes * 2**30 / 1e9),
+    },
+    "3.4": {
+        "8 chips per host for every generation":
+            lambda p: _pod(p).n_devices // 8,
+        "TensorCores / chips per host":
+            lambda p: _pod(p).n_devices * _pod(p).accelerator.internals.tensorcores
+            // _pod(p).accelerator.internals.chips_per_host,
+    },
+    "3.5": {
+        "wraparound on every axis":
+            lambda p: p.X // 2 + p.Y // 2,
+        "no wraparound on any axis":
+            lambda p: (p.X - 1) + (p.Y - 1),
+    },
+    "3.6": {
+        "one FLOP per multiply-accumulate (it is 2)":
+            lambda p: 2 * implied_clock_hz(p),
+        "TensorCores forgotten":
+            lambda p: _acc(p).internals.tensorcores * implied_clock_hz(p),
+    },
+    "3.7": {
+        "padding on D only":
+            lambda p: _pad_one(p.D, _acc(p).internals.mxu_size),
+        "padding on F only":
+            lambda p: _pad_one(p.F, _acc(p).internals.mxu_size),
+        "a 128-wide MXU on every chip (v6e's is 256)":
+            lambda p: _pad_one(p.D, 128) * _pad_one(p.F, 128),
+    },
+    "3.8": {
+        "128 MB instead of 128 MiB (GB vs GiB)":
+            lambda p: math.isqrt(int(hardware.get("tpu-v5e").internals.vmem_bytes / 2**20 * 1e6
+                                     // dtype_bytes(p.dtype))),
+        "bytes as elements (dtype size forgotten)":
+            lambda p: math.isqrt(int(hardware.get("tpu-v5e").internals.vmem_bytes)),
+    },
+    "3.9": {
+        "one ICI link instead of all of them":
+            lambda p: hardware.cluster(p.accelerator, 2).intra_node.per_link_bytes_per_s
+            / hardware.cluster(p.accelerator, 2).inter_node.bytes_per_s,
+        "DCN in bits per second taken as bytes (8x)":
+            lambda p: dcn_over_ici(p) / 8,
+    },
+}
