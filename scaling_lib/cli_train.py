@@ -165,8 +165,10 @@ def build_cluster(args):
         if headroom * 1e9 >= acc.hbm_bytes:
             raise UsageError(f"--headroom {headroom:g} GB leaves no memory: the {acc.name} has "
                              f"{acc.hbm_bytes / 1e9:.0f} GB; choose less than that")
-        c = dataclasses.replace(c, accelerator=dataclasses.replace(
-            acc, hbm_bytes=acc.hbm_bytes - headroom * 1e9))
+        less = {"hbm_bytes": acc.hbm_bytes - headroom * 1e9}
+        if getattr(acc, "usable_hbm_bytes", 0):  # the driver-reported capacity, where known
+            less["usable_hbm_bytes"] = acc.usable_hbm_bytes - headroom * 1e9
+        c = dataclasses.replace(c, accelerator=dataclasses.replace(acc, **less))
     return c
 
 
@@ -225,6 +227,10 @@ def count(x: float, digits: int = 0) -> str:
     if abs(x) >= 1e15 or (x and abs(x) < 0.5 * 10 ** -digits):
         return f"{x:.3g}"
     return f"{x:,.{digits}f}"
+
+
+def _tokens(n: float) -> str:
+    return f"{n / 1e12:.3g}T tokens" if n < 1e15 else f"{n:.3g} tokens"
 
 
 def percent(fraction: float) -> str:
@@ -324,9 +330,11 @@ def _estimate(args) -> int:
         rows += [[f"  {k}", fmt_bytes(float(v))] for k, v in est.memory.items() if v]
     print(_table(rows))
     if not est.fits:
+        tries = [t for t, ok in (("--recompute full", plan.recompute != "full"),
+                                 (f"--zero {plan.zero + 1}", plan.zero < (1 if plan.pp > 1 else 3)),
+                                 ("larger --tp / --pp", True)) if ok]
         print(f"does not fit: {fmt_bytes(float(est.memory.total))} per device against "
-              f"{fmt_bytes(float(limit))}; try --recompute full, --zero 1 or more, or larger "
-              "--tp / --pp")
+              f"{fmt_bytes(float(limit))}; try {', '.join(tries)}")
     return 0
 
 
@@ -455,7 +463,7 @@ def _plan(args) -> int:
                                 (f", calibration {args.calibration}" if args.calibration
                                  else "")))
     print(f"{cfg.name or 'model'} ({n_params / 1e9:.1f}B params) on {cluster.name}, batch "
-          f"{args.global_batch} x {args.seq_len}, {tokens / 1e12:.3g}T tokens{extra}; "
+          f"{args.global_batch} x {args.seq_len}, {_tokens(tokens)}{extra}; "
           f"{res.n_plans:,} plans searched, {len(res):,} run, in {res.seconds:.2f} s")
     head = ["#", "GPUs", "plan", "step", "MFU", "memory", "days", "GPU-hours"]
     if args.price_per_gpu_hour:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from scaling_lib import cli, hardware, planner
+from scaling_lib.cli_train import count, duration, percent
 from scaling_lib.parallelism import ParallelPlan
 from scaling_lib.parallelism.estimate import estimate
 
@@ -230,11 +231,9 @@ def test_extreme_numbers_print_readably(capsys):
     assert code == 0, err
     step = next(line for line in out.splitlines() if line.startswith("step time"))
     assert step.rstrip().endswith("years") and "e+" not in step
-    code, out, err = run(["estimate", "--layers", "1", "--hidden", "64", "--heads", "1",
-                          "--gpu", "h100", "--gpus", "1", "--global-batch", "1", "--seq-len",
-                          "8"], capsys)
-    assert code == 0, err
-    assert any(u in out for u in ("µs", "ns")) and "e-" not in out
+    assert "--zero 1" in out and "--recompute full" not in out.split("does not fit")[-1]
+    assert (duration(1e-9), duration(3.2e-5), duration(3 * 86400)) == ("1 ns", "32 µs", "3 days")
+    assert (count(1e12), percent(2e-9)) == ("1,000,000,000,000", "2e-07%")
     code, out, err = run(PLAN + ["--tokens", "1e30", "--top", "1"], capsys)
     assert code == 0, err
     row = next(line for line in out.splitlines() if line.startswith("1 "))
