@@ -429,7 +429,7 @@ def sensitivities(predict_fn, calibration, fields) -> dict:
 
 
 def fit_constants(predict_fn, measured, calibration, fields, *, weights=None,
-                  max_evals=200) -> Calibration:
+                  max_evals=200, initial=None) -> Calibration:
     """The one fitter: the constants ``fields`` of ``calibration`` that best explain
     ``measured`` (seconds) through ``predict_fn(calibration) -> predicted seconds``.
 
@@ -451,7 +451,8 @@ def fit_constants(predict_fn, measured, calibration, fields, *, weights=None,
     w = w * len(w) / w.sum()
     lo, hi, scale = _scales(fields)
     x_start = np.clip([getattr(calibration, f) for f in fields], lo, hi)
-    x0 = x_start / scale
+    init = calibration if initial is None else initial
+    x0 = np.clip([getattr(init, f) for f in fields], lo, hi) / scale
     # bounds a hair inside so the start is strictly feasible even when it sits on a bound
     lb, ub = lo / scale, hi / scale
     x0 = np.clip(x0, lb + 1e-9 * (ub - lb), ub - 1e-9 * (ub - lb))
@@ -580,14 +581,15 @@ def _folds(n: int, k: int) -> list[np.ndarray]:
     return [idx % k == j for j in range(k)]
 
 
-def _cross_predict(rows, measured, cal0, fields, weights, options, k, max_evals):
-    """Each row predicted by a fit of ``fields`` on the rows outside its fold."""
+def _cross_predict(rows, measured, cal0, fields, weights, options, k, max_evals, initial=None):
+    """Each row predicted by a fit of ``fields`` on the rows outside its fold (each fit
+    starting its search from ``initial``, the fit on all rows, which it is close to)."""
     held = np.full(len(rows), np.nan)
     for out in _folds(len(rows), k):
         train = [r for r, o in zip(rows, out) if not o]
         wk = None if weights is None else weights[~out]
         ck = fit_constants(_Batches(train, options), measured[~out], cal0, fields, weights=wk,
-                           max_evals=max_evals)
+                           max_evals=max_evals, initial=initial)
         held[out] = _Batches([r for r, o in zip(rows, out) if o], options)(ck)
     return held
 
@@ -641,10 +643,10 @@ def choose_fields(rows, calibration=None, fields=FIT_FIELDS, *, weights=None, op
         return tuple(live[:1]), kept
     wts = np.ones(len(rows)) if w is None else w / w.mean()
 
-    def cv_error(fs):
+    def cv_error(fs, full=None):
         if not fs:
             return float(np.average(np.abs(batches(cal0) / measured - 1), weights=wts))
-        held = _cross_predict(rows, measured, cal0, fs, w, options, k, max_evals)
+        held = _cross_predict(rows, measured, cal0, fs, w, options, k, max_evals, full)
         return float(np.average(np.abs(held / measured - 1), weights=wts))
 
     chosen: list = []
@@ -658,7 +660,7 @@ def choose_fields(rows, calibration=None, fields=FIT_FIELDS, *, weights=None, op
             kept[f] = (f"fitting it pushed {g} to its bound {b:g}: the runs ask for more than "
                        "physics allows, a sign of an effect the model lacks")
             continue
-        err = cv_error(trial)
+        err = cv_error(trial, full)
         if err <= best * (1 - MIN_GAIN):
             chosen, best = trial, err
         else:
@@ -716,7 +718,7 @@ def fit_measurements(rows, *, fields=None, calibration=None, weights=None, optio
     folds = 0
     if cross_validate and len(rows) > 1 and fields:
         folds = len(rows) if len(rows) <= LOO_MAX_ROWS else 10
-        held = _cross_predict(rows, measured, cal0, fields, w, options, folds, max_evals)
+        held = _cross_predict(rows, measured, cal0, fields, w, options, folds, max_evals, cal)
     rep = FitReport(rows, cal0, cal, fields, kept, batches(cal0), batches(cal), held, folds,
                     measured)
     return cal, rep

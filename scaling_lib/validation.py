@@ -455,3 +455,116 @@ def published_comparisons(calibration=None) -> list[dict]:
             out.append(dict(source=r.source, name=name, quantity="mfu", published=r.mfu,
                             estimated=e.mfu, error=e.mfu / r.mfu - 1))
     return out
+
+
+# ---- published runs of other frameworks: shapes, clusters and stacks the fit never saw -----------
+# scaling_lib/data/published_runs/runs.csv (its README: sources, conventions, cautions). The
+# accelerator of each row by the name the source gives; the lower-power H100s of TorchTitan's
+# Grand Teton hosts are H100s to the model (what calibration to that stack is for).
+_RUN_GPUS = (("a100-sxm4-40gb", "a100-40gb"), ("a100-sxm-40gb", "a100-40gb"),
+             ("a100", "a100-80gb"), ("ampere", "a100-80gb"), ("h100", "h100"))
+# A family, one software stack: one framework's runs on one kind of GPU in one precision (the
+# framework from the id's prefix; TorchTitan's three benchmark pages are one framework)
+_RUN_FAMILY = {"tt": "TorchTitan", "dgxc": "NeMo (DGX Cloud benchmarks)",
+               "dgxc-paxml": "PaxML (DGX Cloud benchmarks)",
+               "dgxc-maxtext": "MaxText (DGX Cloud benchmarks)", "nemo2407": "NeMo 24.07",
+               "mcore080": "Megatron-Core", "megascale": "MegaScale", "nemo": "NeMo long-sequence",
+               "nemolauncher": "NeMo-Megatron-Launcher", "mbridge2511": "Megatron-Bridge",
+               "nemotron4": "Nemotron-4 production"}
+SMALL_RUN_GPUS = 64  # "a few small runs": at most 8 nodes of 8 GPUs
+
+
+def _run_gpu(text: str) -> str:
+    low = text.lower()
+    for key, name in _RUN_GPUS:
+        if key in low:
+            return name
+    raise ValueError(f"gpu {text!r} is none of the accelerators the runs use")
+
+
+def published_runs() -> tuple[list[dict], dict]:
+    """The published runs whose step time is known (``measured_step_s``, or the global batch's
+    tokens over ``measured_tokens_per_s``) and whose layout the estimator can run, as records
+    ``id``, ``family`` (framework, GPU and precision: one software stack), ``n_gpus``, ``measurement`` (a
+    :class:`scaling_lib.calibrate.Measurement`); and {id: why skipped} for the others.
+
+    >>> runs, skipped = published_runs()
+    >>> len(runs) > 50 and all(r["measurement"].step_time > 0 for r in runs)
+    True
+    """
+    text = resources.files("scaling_lib.data").joinpath("published_runs", "runs.csv").read_text()
+    out, skipped = [], {}
+    for r in csv.DictReader(text.splitlines()):
+        rid = r["id"]
+        try:
+            B, T = int(r["global_batch_seqs"] or 0), int(r["seq_len"])
+            if r["measured_step_s"]:
+                step = float(r["measured_step_s"])
+            elif r["measured_tokens_per_s"] and B:
+                step = B * T / float(r["measured_tokens_per_s"])
+            else:
+                raise ValueError("no measured step time or tokens/s (MFU and TFLOP/s follow "
+                                 "each source's own FLOP count)")
+            gpu = _run_gpu(r["gpu"])
+            per_node = int(r["gpus_per_node"] or 8)
+            v = dict(layers=int(r["n_layers"]), hidden=int(r["d_model"]),
+                     heads=int(r["n_heads"] or int(r["d_model"]) // 128),
+                     kv_heads=int(r["n_kv_heads"] or 0) or None, ffn=int(r["d_ff"] or 0) or None,
+                     vocab=int(r["vocab"]), glu=r["glu(0/1)"] == "1", gpu=gpu,
+                     gpus=int(r["n_gpus"]), gpus_per_node=per_node,
+                     inter_node_gbps=float(r["inter_node_gbps_per_gpu"]) * per_node
+                     if r["inter_node_gbps_per_gpu"] else None,
+                     tp=int(r["tp"] or 1), pp=int(r["pp"] or 1), cp=int(r["cp"] or 1),
+                     ep=int(r["ep"] or 1), zero=int(r["zero_stage"] or 0),
+                     micro_batch=int(r["micro_batch"] or 1),
+                     virtual_stages=int(r["virtual_stages"] or 1),
+                     recompute=r["recompute(none/selective/full)"] or None,
+                     dtype="fp8" if "fp8" in r["precision"] else (r["precision"] or "bf16"),
+                     global_batch=B, seq_len=T, step_time_s=step)
+            if v["kv_heads"] and v["heads"] % v["kv_heads"]:
+                raise ValueError(f"{v['kv_heads']} kv heads do not divide {v['heads']} heads")
+            m = _calibrate.measurement(v)
+        except ValueError as e:
+            skipped[rid] = str(e)
+            continue
+        prefix = rid.split("-")[0]
+        fam = _RUN_FAMILY.get("-".join(rid.split("-")[:2]), _RUN_FAMILY.get(prefix, rid))
+        m = dataclasses.replace(m, label=rid)
+        out.append(dict(id=rid, family=f"{fam}, {gpu}, {v['dtype']}", n_gpus=v["gpus"],
+                        measurement=m))
+    return out, skipped
+
+
+def published_check(runs=None, calibration=None) -> dict:
+    """The estimate against every published run with a known step time, by family: out of the
+    box (``calibration``, default the library's) and after calibrating the family's own
+    small runs (at most ``SMALL_RUN_GPUS`` GPUs) with :func:`scaling_lib.calibrate.fit_measurements`
+    and predicting its larger runs, which the fit never saw. Returns {family: record} with
+    ``n_runs``, ``n_small``, ``mape`` (all runs, out of the box), ``mape_large`` (the larger
+    runs, out of the box), ``mape_large_calibrated`` (after; None without small runs),
+    ``fitted`` (the constants the fit moved), ``errors`` (id -> signed error out of the box).
+    """
+    runs = published_runs()[0] if runs is None else runs
+    cal0 = VTRAIN_CALIBRATION if calibration is None else calibration
+    fams: dict = {}
+    for r in runs:
+        fams.setdefault(r["family"], []).append(r)
+    out = {}
+    for fam, rs in fams.items():
+        ms = [r["measurement"] for r in rs]
+        meas = np.array([m.step_time for m in ms])
+        err = _calibrate.predict(ms, cal0) / meas - 1
+        small = np.array([r["n_gpus"] <= SMALL_RUN_GPUS for r in rs])
+        rec = dict(n_runs=len(rs), n_small=int(small.sum()), mape=float(np.mean(np.abs(err))),
+                   mape_large=float(np.mean(np.abs(err[~small]))) if (~small).any() else None,
+                   mape_large_calibrated=None, fitted={},
+                   errors={r["id"]: float(e) for r, e in zip(rs, err)})
+        if small.any() and (~small).any():
+            cal, rep = _calibrate.fit_measurements([m for m, s in zip(ms, small) if s],
+                                                   calibration=cal0, cross_validate=False)
+            large = [m for m, s in zip(ms, small) if not s]
+            e2 = _calibrate.predict(large, cal) / meas[~small] - 1
+            rec.update(mape_large_calibrated=float(np.mean(np.abs(e2))),
+                       fitted={f: (a, b) for f, a, b, _ in rep.moved})
+        out[fam] = rec
+    return out
