@@ -12,7 +12,9 @@ import os
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 
-from .answers import _compare
+import re
+
+from .answers import _compare, _distance
 from .feedback import FAIL, NOT_SOLVED, PASS, _emit, _fmt, _is_unanswered
 from .timelimit import CASE_TIME_LIMIT, _limited_call, _TimeLimit
 
@@ -55,6 +57,52 @@ def _is_students(filename: str) -> bool:
     return not any(path.startswith(d + os.sep) for d in outside)
 
 
+_REPLICATED = re.compile(r"replicated across mesh axis(?:es)? ([^,\n]+?)(?:,| but)")
+_UNBOUND = re.compile(r"unbound axis name:? '?([\w-]+)'?", re.I)
+
+
+def sharding_slip(exc: BaseException) -> str | None:
+    """One sentence on the likely slip behind a JAX ``shard_map`` error, or None for another error.
+
+    >>> e = ValueError("out_specs is P() which implies that the corresponding output value is "
+    ...                "replicated across mesh axis 'dp', but could not infer replication")
+    >>> print(sharding_slip(e))
+    your function returns a value that still differs from device to device along mesh axis 'dp', where the result must be the same on every device: reduce it over that axis (lax.psum, or a lax.psum_scatter whose result is gathered) before returning
+    """
+    text = str(exc)
+    if "out_specs" in text and "replicat" in text:
+        m = _REPLICATED.search(text)
+        axis = m.group(1).strip() if m else "of the mesh"
+        return (f"your function returns a value that still differs from device to device along "
+                f"mesh axis {axis}, where the result must be the same on every device: reduce "
+                "it over that axis (lax.psum, or a lax.psum_scatter whose result is gathered) "
+                "before returning")
+    m = _UNBOUND.search(text)
+    if m:
+        return (f"a collective names the axis {m.group(1)!r}, which is not an axis of the mesh "
+                "your function runs on: use the mesh axis the question names")
+    if "out_specs" in text and ("rank" in text or "shape" in text):
+        return ("your function returns an array of another shape or rank than the sharding of "
+                "the result expects: check which axes are still split across devices")
+    return None
+
+
+def _mistake_for(got, want, args, kwargs, mistakes, rtol, atol):
+    """The listed mistake (a function of the case's arguments) whose result ``got`` matches."""
+    best, best_d = None, float("inf")
+    for m in mistakes:
+        try:
+            value = m.fn(*args, **kwargs)
+            if _compare(value, want, 1e-12, 0.0)[0] or not _compare(got, value, rtol, atol)[0]:
+                continue
+        except Exception:  # a mistake that cannot be computed for this case is not named
+            continue
+        d = _distance(got, value)
+        if best is None or d < best_d:
+            best, best_d = m, d
+    return best
+
+
 def check_function(fn: Callable, reference: Callable, cases: Sequence, *, name: str = "exercise",
                    rtol: float = 1e-6, atol: float = 0.0, hint: str = "",
                    time_limit: float | None = CASE_TIME_LIMIT) -> None:
@@ -78,8 +126,13 @@ def check_function(fn: Callable, reference: Callable, cases: Sequence, *, name: 
                                    not 0 < time_limit < math.inf):
         raise ValueError(f"time_limit={time_limit!r} must be a positive number of seconds, "
                          "or None for no limit")
+    from .checks import _say, _shown
+    from .tables import tables
+
+    t = tables(name)
+    hints = t.hints or ((hint,) if hint else ())
     if not callable(fn):
-        return _emit(FAIL, name, f"expected a function, got {type(fn).__name__}", hint)
+        return _emit(FAIL, name, f"expected a function, got {type(fn).__name__}", hints=hints)
     for i, case in enumerate(cases, start=1):
         args, kwargs = _split_case(case)
         want = reference(*args, **kwargs)
@@ -88,17 +141,25 @@ def check_function(fn: Callable, reference: Callable, cases: Sequence, *, name: 
             got = _limited_call(fn, args, kwargs, time_limit)
         except NotImplementedError:
             return _emit(NOT_SOLVED, name, "replace the `raise NotImplementedError` line with "
-                         "your code", hint)
+                         "your code")
         except _TimeLimit:
             return _emit(FAIL, name, f"case {i} took longer than {time_limit:g} s (input "
-                         f"{_case_str(args, kwargs)}): does a loop never end?", hint)
+                         f"{_case_str(args, kwargs)}): does a loop never end?", hints=hints)
         except Exception as exc:  # student code: report, never crash the notebook
+            slip = sharding_slip(exc)
+            if slip:
+                return _emit(FAIL, name, f"{label}: {slip}{_student_line(exc.__traceback__)}",
+                             hints=hints)
+            text = " ".join(str(exc).split())
+            text = text if len(text) <= 300 else text[:297] + "..."
             return _emit(FAIL, name, f"{label}: your function raised {type(exc).__name__}: "
-                         f"{exc}{_student_line(exc.__traceback__)}", hint)
+                         f"{text}{_student_line(exc.__traceback__)}", hints=hints)
         if _is_unanswered(got):
-            return _emit(NOT_SOLVED, name, "the function returned None; return your result",
-                         hint)
-        ok, reason = _compare(got, want, rtol, atol)
+            return _emit(NOT_SOLVED, name, "the function returned None; return your result")
+        ok, reason = _compare(got, want, rtol, atol, synonyms=t.synonyms)
         if not ok:
-            return _emit(FAIL, name, f"{label}: {reason}", hint)
+            m = _mistake_for(got, want, args, kwargs, t.mistakes, rtol, atol)
+            if m is not None:
+                reason = f"{_shown(got)}: {_say(m)}"
+            return _emit(FAIL, name, f"{label}: {reason}", hints=hints)
     return _emit(PASS, name, f"{len(cases)} of {len(cases)} cases match")
