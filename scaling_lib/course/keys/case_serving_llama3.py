@@ -181,3 +181,38 @@ def _peer_600(p):
 def _pooled(p):
     a = hardware.get("a100-80gb")
     return inference.weight_bytes_read(p.model, "bf16") / a.hbm_bytes_per_s
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '22.1': ('The weights at this precision must fit in HBM.',
+             "the weight bytes over one chip's HBM, rounded up; check the chip's HBM"),
+    '22.2': ('Walk the topologies from the smallest.',
+             'skip those whose HBM does not hold the weights'),
+    '22.3': ("A roofline step at the mean context, plus TP's all-reduces.",
+             'use the mean context over a generation; add two all-reduces per layer of the '
+             "batch's activations"),
+    '22.4': ('Keep the batches within the budget.',
+             'of those that fit and meet it, take the one with the most tokens/s'),
+    '22.5': ("Match decode's demand for prefills with prefill's supply.",
+             'a decode server finishes B sequences every G·tpot seconds; each needs one prefill'),
+    '22.6': ('Dollars per second over tokens per second.',
+             "the whole system's dollars per second over its tokens per second, times a million"),
+    '22.7': ('HBM left after the weights, in tokens of cache.',
+             'the usable bytes minus the weights, over the cache bytes per token'),
+    '22.8': ('Count the all-reduces of a decode step and their size.',
+             'one after each attention and MLP block and one after the embedding, each of the '
+             "batch's activations"),
+    '22.9': ('Prefill is compute-bound: FLOPs over the delivered rate.',
+             "the prompt's FLOPs over (chips × peak × MFU)"),
+    '22.10': ('Do idle experts occupy HBM?',
+              'count all the parameters, not the active ones'),
+    '22.11': ('Lanes, transfer rate, encoding, bits to bytes.',
+              "lanes times transfers per second times the encoding's efficiency, divided by 8"),
+    '22.12': ('Compare the link with local HBM.',
+              "NVLink's one-way bandwidth against HBM's"),
+    '22.13': ('How many all-reduces per step, and how big?',
+              "two per layer and one for the embedding, each of the batch's activations"),
+    '22.14': ('Keep the sizes that hold the weights.',
+              'take the smallest of them'),
+}

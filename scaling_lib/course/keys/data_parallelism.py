@@ -257,3 +257,39 @@ def zero3_reference(seed):
     V = 4.0 * D * D
     return np.concatenate([[float(loss)], np.ravel(np.asarray(g, np.float64)),
                            [L, L * V, L, L * V]])
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '10.1': ("Each device's mean is over an equal share of the batch.",
+             'the global mean is the mean of the local means when the shares are equal'),
+    '10.2': ('Where does the 8 come from? List the bytes per parameter of mixed-precision Adam.',
+             'add weights, gradients, master copy and two optimizer states, and compare with 8'),
+    '10.3': ('Plain DP keeps every state of every parameter on every device.',
+             'the usable HBM over the bytes per parameter'),
+    '10.4': ("Compute-bound means the backward's math outlasts the gradient AllReduce.",
+             "per device: the math time of the batch's backward against the AllReduce time of "
+             'the bf16 gradients on NVLink; solve for the batch'),
+    '10.5': ('Across nodes the AllReduce is hierarchical: which phase is slowest?',
+             'time the NVLink phases and the NIC phase of the AllReduce of the gradients, take '
+             'the slowest, and compare with the backward per token'),
+    '10.6': ('FSDP gathers the weights for the forward and again for the backward.',
+             'per micro-batch: an AllGather for the forward, another for the backward (the '
+             'embedding kept), a ReduceScatter of the gradients'),
+    '10.7': ('Which collectives cross the NICs in each scheme?',
+             'FSDP: its gathers and reduce-scatter across nodes; HSDP: one AllReduce of the '
+             'shard across nodes'),
+    '10.8': ('The sharded states, plus what is gathered at a time.',
+             'the model states divided by dp, plus the bf16 buffers of the layers gathered at once'),
+    '10.9': ('The critical batch changes when the job leaves the node.',
+             'test each power of two: the critical batch inside a node, then across nodes'),
+    '10.10': ("On a torus, an AllReduce uses all the chip's links at once.",
+              "the AllReduce of the bf16 gradients over the chip's total ICI bandwidth, against "
+              'the backward per token'),
+    '10.11': ('Each device sees only its rows: its gradient is a partial sum.',
+              'take the gradient of the summed loss over your rows, scale it to the global '
+              "mean, and add it over 'dp' with lax.psum"),
+    '10.12': ("Each layer's weight is sharded: gather it just before it is used.",
+              "inside the layer loop all-gather the layer's shard over 'dp' (tiled), compute, "
+              'and psum the loss'),
+}

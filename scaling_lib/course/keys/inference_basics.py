@@ -170,3 +170,39 @@ def _no_overlap(p):
     every = inference.weight_bytes_read(cfg)
     routed = 2 * transformer.param_count(cfg)["experts"]
     return every - routed + routed * touched / cfg.E
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '8.1': ('What does each layer cache for each token?',
+            "a key and a value for every kv head, H numbers each, in the cache's dtype"),
+    '8.2': ('Per-token bytes, then how many tokens are cached?',
+            'multiply the bytes per token by the batch and the context length'),
+    '8.3': ('A decode step reads two things: the weights and the cache.',
+            'weights: every parameter but the input embedding at 2 bytes; cache: every cached '
+            "token's bytes; compare"),
+    '8.4': ('The cache is proportional to the number of kv heads.',
+            'compare the cache with K kv heads to the one with N'),
+    '8.5': ('Which weights does a decode step read?',
+            "every weight except the embedding table (a lookup), at the weights' bytes"),
+    '8.6': ('A step takes the longer of its math and its memory reads.',
+            'compute both times for the chips together; at batch 1 see which wins'),
+    '8.7': ('How many tokens does one step produce?',
+            'one token per sequence per step: divide by the step time'),
+    '8.8': ('Intensity: FLOPs of the step over its bytes.',
+            'count the decode FLOPs (2 per weight per sequence plus attention) and the bytes '
+            '(weights plus cache)'),
+    '8.9': ("Compare two intensities: the step's and the chip's.",
+            "the step's FLOPs over bytes against peak FLOP/s over HBM bytes/s"),
+    '8.10': ('Look at one cached token of one layer: FLOPs against bytes.',
+             'QKᵀ and AV over N query heads against the key and value of the K kv heads, 2 '
+             'bytes each'),
+    '8.11': ('Per token, what does each layer store?',
+             'a key and a value per kv head, H numbers each, times the bytes per number'),
+    '8.12': ('First what is free after the weights, then how big is one sequence?',
+             "the HBM left after the bf16 weights, divided by one sequence's cache bytes, "
+             'rounded down'),
+    '8.13': ('With a batch of B tokens, how many distinct experts are hit per layer?',
+             'the chance an expert is missed by all B tokens; the expected number hit scales '
+             "the routed experts' bytes"),
+}

@@ -123,3 +123,29 @@ WRONG_METHODS = {
              "forward only": lambda p: tp_nvlink_seconds(p) / 2,
              "V instead of 2(t-1)/t V": lambda p: tp_nvlink_seconds(p) * p.tp / (2 * (p.tp - 1))},
 }
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '16.1': ('Which states does this plan shard, and over which axes?',
+             'weights and gradients whole; the optimizer states over the replicas that share them'),
+    '16.2': ("A group's members are a stride apart: how many consecutive devices does it cover?",
+             "the stride is the product of the inner axes' degrees; count the nodes the span "
+             'touches'),
+    '16.3': ('What does a ring all-reduce send from each device?',
+             '2(n-1)/n of the array from every device, for the group that crosses nodes'),
+    '16.4': ('How many tokens can one GPU hold, and how many GPUs share a sequence?',
+             'divide T by the tokens per GPU and round up to a power of two'),
+    '16.5': ('The degrees multiply to the number of GPUs.',
+             'divide the GPUs by the product of the other degrees'),
+    '16.6': ('Does context parallelism add sequences?',
+             'CP splits each sequence; only dp and the micro-batches add sequences'),
+    '16.7': ('Mesh coordinates are digits of a mixed-radix number.',
+             "an axis' stride is the product of the degrees inside it; divide and take the "
+             'remainder'),
+    '16.8': ('A group spans stride × degree consecutive devices.',
+             'compare the span with the devices per node'),
+    '16.9': ("Count TP's all-reduces for the layers of one stage.",
+             "four all-reduces per layer and micro-batch, forward and backward, on one stage's "
+             'layers'),
+}

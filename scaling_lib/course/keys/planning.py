@@ -112,3 +112,26 @@ WRONG_METHODS = {
     "17.5": {"days times u": lambda p: p.days * p.u,
              "days over sqrt(u)": lambda p: p.days / math.sqrt(p.u)},
 }
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '17.1': ('Training days depend on the utilisation: compute both.',
+             "days at each utilisation from the FLOPs and the cluster's peak; subtract"),
+    '17.2': ('Every GPU is paid for every extra hour.',
+             'extra hours times GPUs times the price per GPU-hour'),
+    '17.3': ('Chinchilla fixes the tokens per parameter: write C in N alone.',
+             'substitute D = 20·N into C = 6·N·D and solve for N'),
+    '17.4': ('At utilisation u the compute delivered shrinks: how do N and D follow?',
+             'C scales by u; with D ∝ N, both scale by the same factor'),
+    '17.5': ('The same FLOPs at a fraction u of the rate.',
+             'compare the time at the peak with the time at u'),
+    '17.6': ('Steps from tokens, time from steps.',
+             'tokens over tokens per step gives steps; times the step time; convert to days'),
+    '17.7': ('With D = 20·N, C is a function of N alone.',
+             'substitute and solve for N'),
+    '17.8': ('The search returns plans ranked.',
+             'its first plan is the fastest'),
+    '17.9': ("Compare the habit's plan with the best plan.",
+             "the habit's step time over the best plan's"),
+}

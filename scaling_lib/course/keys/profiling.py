@@ -193,3 +193,32 @@ def _peak(p):
 
     return hardware.get(p.accelerator).peak_flops_per_s("bf16")
 
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '12.1': ('The shape left of the opcode says the element type and the dimensions.',
+             'multiply the dimensions by the bytes of the element type'),
+    '12.2': ('The replica groups are written as an iota over a reshaped, transposed array.',
+             'lay out 0..7 in the shape after <=, apply the transpose, then read the rows'),
+    '12.3': ('How many multiply-adds does the einsum do?',
+             'one multiply and one add for every combination of all its indices'),
+    '12.4': ('Does cost_analysis know how many times the loop runs?',
+             'it visits each instruction of the program once, the loop body included'),
+    '12.5': ('After partitioning, whose program is compiled?',
+             'the compiled module is what one device runs: divide accordingly'),
+    '12.6': ('One op can appear many times in a trace.',
+             "add up each op's durations before comparing"),
+    '12.7': ("Compare the op's math time with its memory time.",
+             'F/C against N/W, with N counting x, W and the output once each'),
+    '12.8': ('The roofline time is not always the compute time.',
+             'take the larger of F/C and N/W and compare the measured time with it'),
+    '12.9': ('What does each device hold of w, and of x?',
+             'its shard of w and a full copy of x'),
+    '12.10': ('The slower of math and memory decides.',
+              'the larger of FLOPs over the bf16 peak and bytes over HBM bandwidth'),
+    '12.11': ('An op may run many times: total it first.',
+              'sum the durations per op name, then take the largest'),
+    '12.12': ('The sharding constraint disagrees with how h is produced.',
+              'constrain h to the batch sharding (or drop the constraint) so XLA need not '
+              'gather it'),
+}

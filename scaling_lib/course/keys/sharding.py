@@ -180,3 +180,38 @@ def on_devices(local, layout):
         return out
 
     return run
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '9.1': ('Does the contracting dimension (or an output dimension used twice) live on a mesh '
+            'axis?',
+            'only a sharded contracting dimension needs a collective after the multiply; two '
+            'output dimensions on one axis need one before'),
+    '9.2': ('What must arrive at each device, and what does it already hold?',
+            'the gathered weight is V = D·F·a bytes; each device holds V/n of it'),
+    '9.3': ('Case 3 leaves partial sums: which collective adds them, and on which network?',
+            "an AllReduce (a ReduceScatter plus an AllGather) of the output's bytes over the "
+            "node's NVLink"),
+    '9.4': ('Compare the math time with the AllReduce time, each in terms of the sizes.',
+            'write T_math and T_comm per device; two sizes cancel and leave a condition on the '
+            'contracting size'),
+    '9.5': ("Compare the matmul's time with the time to gather the weight.",
+            'D and F cancel: the condition is on the rows r, the chip and the link'),
+    '9.6': ('Overlap replaces a sum by a max.',
+            'compare the time without overlap (the sum) with the time with it (the larger)'),
+    '9.7': ('A collective matmul overlaps each transfer with a partial matmul.',
+            'the first partial matmul has nothing to hide; each later step takes the longer of '
+            'its transfer and its matmul'),
+    '9.8': ('What does each device all-reduce, and in which dtype on CPU?',
+            'each device all-reduces its whole partial output; XLA:CPU moves bf16 collectives '
+            'as f32'),
+    '9.9': ('Either input can be gathered: which is smaller?',
+            'gathering one gives one output sharding, gathering the other another; both are '
+            'correct, so gather the smaller'),
+    '9.10': ('Each device holds a slice of the contracting dimension.',
+             'multiply the local blocks, then add the partial results over the mesh axis'),
+    '9.11': ('Each step multiplies the block you hold while the next one arrives.',
+             'at each step compute with your block, then pass it to a neighbour with ppermute; '
+             'after 7 steps you have seen all 8'),
+}

@@ -169,3 +169,27 @@ WRONG_METHODS = {
     "20.8": {"re-plan cost left out": _replan_no_cost,
              "linear scaling assumed on 2n GPUs": _replan_linear},
 }
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '20.1': ('What do the extra GPUs add?',
+             'the gain in throughput times FLOPs per token, divided by the GPUs added'),
+    '20.2': ('Growing pays when the time it saves exceeds the re-plan cost.',
+             'compare the remaining time at the old and the new rate; set the saving equal to '
+             'the cost'),
+    '20.3': ('Does the second job fit beside the first?',
+             'it starts on arrival only if both fit; otherwise when the first finishes'),
+    '20.4': ('Utilisation: work done over work possible.',
+             "sum the jobs' FLOPs (attention included) over GPUs × peak × seconds"),
+    '20.5': ('Shortest first, then completion times add up.',
+             'sort by duration; each completion time is the running sum'),
+    '20.6': ('For each larger size that fits, what does each added GPU buy?',
+             'the gain in tokens/s times FLOPs per token over the added GPUs; keep the largest, '
+             '0 if none'),
+    '20.7': ('Walk the queue in order.',
+             'each job starts at its arrival or later, and waits for finishes until its GPUs '
+             'are free'),
+    '20.8': ('Two phases with a restart between them.',
+             'tokens done in phase one, the restart time, then the rest at the new throughput'),
+}

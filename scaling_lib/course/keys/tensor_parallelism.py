@@ -315,3 +315,37 @@ def checked_two_block_grads(f_backward):
         return out
 
     return run
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '11.1': ('How many AllReduces does a TP layer do, and how big is each?',
+             'each moves the activations a·b·T·D; count two per layer forward and two backward, '
+             "plus the embedding's"),
+    '11.2': ('Compute shrinks with t; the AllReduce bytes do not.',
+             'write the math time and the AllReduce time per device in terms of t; the batch '
+             'cancels; solve for t'),
+    '11.3': ('With more ranks than kv heads, each rank still needs a whole kv head.',
+             'count how many ranks share each kv head'),
+    '11.4': ('Which activations does TP leave replicated?',
+             'only those (norm inputs, residuals, dropout masks) shrink, by the share sequence '
+             'parallelism splits'),
+    '11.5': ('With sequence parallelism each AllReduce becomes two collectives.',
+             "an AllGather and a ReduceScatter per block, forward and backward, plus the loss's "
+             'sums'),
+    '11.6': ('Try every split and keep the best that fits.',
+             'for tp = 1, 2, 4, ..., 64 with fsdp = 64/tp, estimate each plan, drop those that '
+             'do not fit, take the fastest'),
+    '11.7': ('Communication over compute for one layer: what cancels?',
+             'write both per token; the token count cancels and leaves the chip, the link and t'),
+    '11.8': ('The first matmul is column-split: is gelu safe on your columns alone?',
+             'apply gelu to your column shard, multiply by your row shard, then sum the partial '
+             'outputs over the axis'),
+    '11.9': ('Which gradient contracts over the dimension that is split?',
+             'dX contracts over the split F: each device holds only a partial sum'),
+    '11.10': ('Sequence-parallel layers receive split rows; the matmuls need all of them.',
+              'gather the rows before the column-parallel matmul and reduce-scatter after the '
+              'row-parallel one'),
+    '11.11': ("Which operator's backward has to add contributions from every device?",
+              "look at the identity that feeds every device's column shard: its backward is a sum"),
+}

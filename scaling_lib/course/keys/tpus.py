@@ -143,3 +143,35 @@ WRONG_METHODS = {
             lambda p: dcn_over_ici(p) / 8,
     },
 }
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '3.1': ('Sampling one token reads every weight once: which bandwidth limits it?',
+            "split the bf16 weights among the chips and divide one chip's share by its HBM "
+            'bandwidth'),
+    '3.2': ("A pod's peak is chips times the peak of one chip.",
+            "multiply the torus shape's sizes to count the chips, then by the bf16 peak per chip"),
+    '3.3': ('Chips times HBM per chip, but in which unit is the HBM given?',
+            "count the chips, multiply by HBM per chip in bytes (v4's 32 GiB is binary)"),
+    '3.4': ('How many chips does one host drive?',
+            "divide the pod's chips by internals.chips_per_host"),
+    '3.5': ('Count hops axis by axis: does the axis wrap around?',
+            'on each axis the farthest chip is half the ring away with wraparound, the whole '
+            'line without; v5e wraps only its axes of 16; add the axes'),
+    '3.6': ('The peak is a product of MXUs, their size and the clock.',
+            "divide the peak by the TensorCores, the MXUs per TensorCore, 2 FLOPs and the MXU's "
+            'size squared'),
+    '3.7': ('The MXU works on whole tiles: how much of the last tile is padding?',
+            'for each padded dimension divide it by itself rounded up to a multiple of the MXU '
+            'size; multiply the two'),
+    '3.8': ('How many elements fit in VMEM, and how does a square block grow?',
+            "n² elements of the dtype's size must fit: solve for n and round down"),
+    '3.9': ('The same bytes over two links: times scale as one over bandwidth.',
+            'take the ratio of the ICI bandwidth to the DCN bandwidth'),
+    '3.10': ('Handle each axis on its own, then add.',
+             'per axis: half the ring with wraparound, the whole line without; sum over the axes'),
+    '3.11': ('Useful work over the padded work, per dimension.',
+             'divide each dimension by itself rounded up to a multiple of the size; use np.ceil '
+             'so arrays work'),
+}

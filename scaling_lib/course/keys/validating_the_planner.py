@@ -72,3 +72,25 @@ WRONG_METHODS = {
              "step-relative bubble added to the busy time":
              lambda p: p.m * p.t_mb * (1 + (p.pp - 1) / (p.m + p.pp - 1))},
 }
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '18.1': ('An error relative to what?',
+             'divide each error by the measured value, take absolute values, average'),
+    '18.2': ('The roofline sum: time for the math plus time for the bytes, each at reachable '
+             'rates.',
+             'FLOPs over the reachable peak plus bytes over the reachable HBM bandwidth'),
+    '18.3': ('Achieved FLOP/s over the peak.',
+             '2MNK over the measured time, divided by the peak'),
+    '18.4': ('Host and GPU work at the same time.',
+             'the slower of the two decides'),
+    '18.5': ('Megatron pads the vocabulary to a multiple.',
+             'round V up to the next multiple of 128·tp'),
+    '18.6': ('The busy time is the step minus the bubble.',
+             "the micro-batches' busy time is 1 - bubble of the step"),
+    '18.7': ('Pick the rows of this tp, then average their errors.',
+             "select the rows with r.rows['tp'] == tp, then the mean absolute relative error"),
+    '18.8': ('The library lists the published rows beside its predictions.',
+             'val.korthikanti_comparison() gives all eight with the published time'),
+}
