@@ -174,9 +174,11 @@ def _audit_function(c: GradedCheck, base: dict, methods: list, where: str) -> li
     except Exception as exc:
         return [f"{label_of}: the cell's reference or cases raised {type(exc).__name__}: {exc}"]
 
+    from ..grading.tables import use_keys
+
     def verdict(fn, **tol) -> tuple[str, str]:
         buf = io.StringIO()
-        with contextlib.redirect_stdout(buf):
+        with contextlib.redirect_stdout(buf), use_keys(key_modules(base)):
             check_function(fn, reference, cases, name=c.name, **tol)
         line = buf.getvalue().strip().splitlines()[0]
         return line.split(":")[0], line

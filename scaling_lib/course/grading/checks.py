@@ -110,7 +110,7 @@ def _shown(answer, unit: str = "") -> str:
 
 def _say(m) -> str:
     """A listed mistake in the student's words: its message, or its label as a common slip."""
-    return m.message if m.message != m.label else f"that is what a common slip gives: {m.label}"
+    return m.message if m.message != m.label else f"that matches a common slip: {m.label}"
 
 
 def check(answer, expected, *, name: str = "exercise", rtol: float = DEFAULT_RTOL,

@@ -23,6 +23,7 @@ check line of a graded cell stays ``check(answer, key.f(p), name="5.4", ...)``.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import sys
 import types
@@ -70,6 +71,19 @@ def mistake(label: str, value) -> Mistake:
     return Mistake(label, value, label)
 
 
+_USING: list = []   # answer-key modules set by use_keys (the audit), else those imported
+
+
+@contextlib.contextmanager
+def use_keys(modules):
+    """Within the block, :func:`tables` reads these answer-key modules only (the audit's)."""
+    _USING.append(list(modules))
+    try:
+        yield
+    finally:
+        _USING.pop()
+
+
 def key_modules(extra=()) -> list:
     """The answer-key modules imported so far (under ``scaling_lib.course.keys``), then ``extra``."""
     mods = [m for n, m in list(sys.modules.items())
@@ -80,7 +94,7 @@ def key_modules(extra=()) -> list:
 def tables(name: str, modules=None) -> Tables:
     """The listed mistakes, hints and synonyms of exercise ``name`` in the answer-key ``modules``
     (default: :func:`key_modules`)."""
-    mods = key_modules() if modules is None else modules
+    mods = modules if modules is not None else (_USING[-1] if _USING else key_modules())
     wrong, hints, syn, acc = {}, (), {}, {}
     for mod in mods:
         wrong.update(getattr(mod, "WRONG_METHODS", {}).get(name, {}))
