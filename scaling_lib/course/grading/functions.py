@@ -103,6 +103,19 @@ def _mistake_for(got, want, args, kwargs, mistakes, rtol, atol):
     return best
 
 
+def _mistake_raising(exc, args, kwargs, mistakes):
+    """The listed mistake that raises the same error as the student's function on this case (a
+    harness that checks the compiled collectives raises on a wrong program)."""
+    text = str(exc)[:300]
+    for m in mistakes:
+        try:
+            m.fn(*args, **kwargs)
+        except Exception as other:
+            if type(other) is type(exc) and str(other)[:300] == text:
+                return m
+    return None
+
+
 def check_function(fn: Callable, reference: Callable, cases: Sequence, *, name: str = "exercise",
                    rtol: float = 1e-6, atol: float = 0.0, hint: str = "",
                    time_limit: float | None = CASE_TIME_LIMIT) -> None:
@@ -146,6 +159,9 @@ def check_function(fn: Callable, reference: Callable, cases: Sequence, *, name: 
             return _emit(FAIL, name, f"case {i} took longer than {time_limit:g} s (input "
                          f"{_case_str(args, kwargs)}): does a loop never end?", hints=hints)
         except Exception as exc:  # student code: report, never crash the notebook
+            m = _mistake_raising(exc, args, kwargs, t.mistakes)
+            if m is not None:
+                return _emit(FAIL, name, f"{label}: {_say(m)}", hints=hints)
             slip = sharding_slip(exc)
             if slip:
                 return _emit(FAIL, name, f"{label}: {slip}{_student_line(exc.__traceback__)}",
