@@ -67,7 +67,7 @@ def _apply(fn, p, drawn: bool):
 def _audit_check(c: GradedCheck, base: dict, methods: list, seeds, where: str,
                  max_same: float) -> list[str]:
     """Problems of one ``check(...)`` exercise: its key and its methods over ``seeds``."""
-    from ..grading import FAIL, PASS, assess, named_mistake
+    from ..grading import FAIL, PASS, assess, named_mistakes
     from ..grading.tables import tables
 
     mistakes = tables(c.name, key_modules(base)).mistakes
@@ -119,12 +119,12 @@ def _audit_check(c: GradedCheck, base: dict, methods: list, seeds, where: str,
         for label, m in by_label.items():  # each mistake made is named, by its own message
             st = stats.get(label)
             for got in (st or {}).pop("answers", []) if st else []:
-                named = named_mistake(got, want, mistakes, p, values=values, **c.tolerance)
-                if named is None or (named is not m and not _same(values.get(named.label), got)):
+                named = named_mistakes(got, want, mistakes, p, values=values, **c.tolerance)
+                if m not in named:
                     st["unnamed"] = st.get("unnamed", 0) + 1
                     st["first_unnamed"] = st.get("first_unnamed") or (
-                        seed, p, "is not named" if named is None else
-                        f"is named as {named.label!r}")
+                        seed, p, "is not named" if not named else
+                        f"is named as {named[0].label!r}")
     if key_problem:
         problems.append(key_problem)
     tol_text = ", ".join(f"{k}={v:g}" for k, v in c.tolerance.items()) or "default tolerance"
@@ -147,13 +147,20 @@ def _audit_check(c: GradedCheck, base: dict, methods: list, seeds, where: str,
     return problems
 
 
-def _same(a, b) -> bool:
-    from ..grading.answers import _distance
+def _imports_before(nb, cell: int) -> list:
+    """The import statements of the graded cells before ``cell`` (a later cell may rely on them)."""
+    from .graded_cells import _code_only
 
-    return a is not None and _distance(a, b) <= 1e-9
+    out = []
+    for k, c in enumerate(nb.cells[:cell]):
+        if c.cell_type == "code" and "graded" in c.get("metadata", {}).get("tags", []):
+            out += [st for st in ast.parse(_code_only(c.source)).body
+                    if isinstance(st, (ast.Import, ast.ImportFrom))]
+    return out
 
 
-def _audit_function(c: GradedCheck, base: dict, methods: list, where: str) -> list[str]:
+def _audit_function(c: GradedCheck, base: dict, methods: list, where: str,
+                    imports=()) -> list[str]:
     """Problems of one ``check_function(...)`` exercise: each method stands in for the student's
     function and is run by the real ``check_function`` on the cell's cases."""
     import contextlib
@@ -168,7 +175,7 @@ def _audit_function(c: GradedCheck, base: dict, methods: list, where: str) -> li
     label_of = f"{where} {c.name}"
     ns = dict(base)
     try:
-        exec(compile(ast.Module(list(c.before), []), label_of, "exec"), ns)
+        exec(compile(ast.Module(list(imports) + list(c.before), []), label_of, "exec"), ns)
         reference = eval(compile(ast.Expression(c.arg(1, "reference")), label_of, "eval"), ns)
         cases = eval(compile(ast.Expression(c.arg(2, "cases")), label_of, "eval"), ns)
     except Exception as exc:
@@ -246,5 +253,5 @@ def audit_methods(path: Path, seeds=range(200), max_same: float = 0.5) -> tuple[
         if c.kind == "check":
             problems += _audit_check(c, base, methods, seeds, path.name, max_same)
         elif methods:
-            problems += _audit_function(c, base, methods, path.name)
+            problems += _audit_function(c, base, methods, path.name, _imports_before(nb, c.cell))
     return problems, n_methods

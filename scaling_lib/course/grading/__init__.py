@@ -50,7 +50,7 @@ One concept per module:
 See: "How to use this book", section "Exercises".
 """
 
-from .checks import assess, check, named_mistake
+from .checks import assess, check, named_mistake, named_mistakes
 from .feedback import DEFAULT_RTOL, FAIL, NOT_SOLVED, PASS, _fmt
 from .functions import check_function
 from .magic import load_ipython_extension, run_graded

@@ -17,24 +17,24 @@ from .feedback import DEFAULT_RTOL, FAIL, NOT_SOLVED, PASS, _emit, _fmt, _is_una
 _UNSET = object()
 
 
-def named_mistake(answer, expected, mistakes, p, *, rtol: float = DEFAULT_RTOL,
-                  atol: float = 0.0, values: dict | None = None):
-    """The listed mistake (a :class:`~.tables.Mistake`) that ``answer`` matches, or None.
+def named_mistakes(answer, expected, mistakes, p, *, rtol: float = DEFAULT_RTOL,
+                   atol: float = 0.0, values: dict | None = None) -> list:
+    """The listed mistakes (:class:`~.tables.Mistake`) that ``answer`` matches: the closest, and
+    any that give the same answer (a yes/no exercise has one wrong answer for all its slips).
 
     Each mistake's answer is computed from the drawn parameters ``p``; ``answer`` matches it when
     within the exercise's tolerance of it. A mistake that gives the right answer for these
-    parameters is skipped; of several that match, the closest is named. ``values`` (label ->
-    answer) gives mistakes' answers already computed.
+    parameters is skipped. ``values`` (label -> answer) gives mistakes' answers already computed.
 
     >>> from .tables import Mistake
     >>> m = [Mistake("forward only", lambda p: p * 2, "that is the forward pass only")]
-    >>> named_mistake(20.0, 60.0, m, 10).message
-    'that is the forward pass only'
+    >>> [x.message for x in named_mistakes(20.0, 60.0, m, 10)]
+    ['that is the forward pass only']
     """
     from .answers import _distance
     from .tables import apply
 
-    best, best_d = None, float("inf")
+    found = []
     for m in mistakes:
         try:
             value = values[m.label] if values and m.label in values else apply(m.fn, p)
@@ -45,9 +45,17 @@ def named_mistake(answer, expected, mistakes, p, *, rtol: float = DEFAULT_RTOL,
             continue
         if ok:
             d = _distance(answer, value)
-            if best is None or d < best_d:
-                best, best_d = m, d
-    return best
+            found.append((0.0 if d != d or d == float("inf") else d, m))
+    if not found:
+        return []
+    best = min(d for d, _ in found)
+    return [m for d, m in found if d <= best + 1e-12]
+
+
+def named_mistake(answer, expected, mistakes, p, **kw):
+    """The first of :func:`named_mistakes`, or None."""
+    found = named_mistakes(answer, expected, mistakes, p, **kw)
+    return found[0] if found else None
 
 
 def assess(answer, expected, *, rtol: float = DEFAULT_RTOL, atol: float = 0.0,
@@ -89,9 +97,9 @@ def assess(answer, expected, *, rtol: float = DEFAULT_RTOL, atol: float = 0.0,
 
             params = session.drawn(name) if p is _UNSET and name is not None else (
                 None if p is _UNSET else p)
-            m = named_mistake(answer, expected, mistakes, params, rtol=rtol, atol=atol)
-            if m is not None:
-                return FAIL, f"{_shown(answer, unit)}: {_say(m)}"
+            found = named_mistakes(answer, expected, mistakes, params, rtol=rtol, atol=atol)
+            if found:
+                return FAIL, f"{_shown(answer, unit)}: " + "; or ".join(_say(m) for m in found)
         return FAIL, reason
     u = f" {unit}" if unit else ""
     if isinstance(expected, (str, bool, np.bool_)):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ... import hardware, inference
 from ...units import dtype_bytes
 
@@ -215,4 +217,30 @@ HINTS = {
             'clock'),
     '2.10': ('The last wave may be partly empty.',
              'count the waves (round up), then divide the tiles by the slots of all the waves'),
+}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+WRONG_METHODS["2.7"]["waves rounded down"] = (
+    lambda p: p.n_tiles / (max(p.n_tiles // hardware.get(p.accelerator).n_cores, 1)
+                           * hardware.get(p.accelerator).n_cores),
+    "a partly filled last wave still takes a whole wave's time: round the waves up")
+WRONG_METHODS["2.9"] = {
+    "tensor cores per SM left out": (
+        lambda n_sm, tensor_cores_per_sm, flops_per_clock_per_tensor_core, clock_hz: (
+            n_sm * flops_per_clock_per_tensor_core * clock_hz + 0 * tensor_cores_per_sm),
+        "each SM has several tensor cores: multiply by them too"),
+    "clock in GHz": (
+        lambda n_sm, tensor_cores_per_sm, flops_per_clock_per_tensor_core, clock_hz: (
+            n_sm * tensor_cores_per_sm * flops_per_clock_per_tensor_core * clock_hz / 1e9),
+        "the clock is given in Hz: a peak in FLOP/s needs cycles per second, not GHz"),
+}
+WRONG_METHODS["2.10"] = {
+    "fractional waves (always 1)": (
+        lambda n_tiles, n_sm: n_tiles / (n_tiles / n_sm * n_sm),
+        "a wave is paid for whole: count the waves rounded up"),
+    "waves rounded down": (
+        lambda n_tiles, n_sm: n_tiles / (np.maximum(np.floor(n_tiles / n_sm), 1) * n_sm),
+        "a partly filled last wave still runs: round the waves up, not down"),
 }

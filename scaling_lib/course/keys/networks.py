@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ... import collectives as C
 from ... import hardware, simulate
 from ...units import dtype_bytes
@@ -225,4 +227,46 @@ HINTS = {
     '4.12': ('NCCL runs one ring per NIC: which link finishes last?',
              'compute the NVLink time and the NIC time of a ring AllReduce, each with its share '
              'of V; the slower decides'),
+}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+WRONG_METHODS["4.9"] = {
+    "latency left out": (
+        lambda nbytes, n, bytes_per_s, latency: (n - 1) * nbytes / (n * bytes_per_s)
+        + 0 * latency,
+        "each of the n - 1 steps also pays the link's latency"),
+    "the whole array every step": (
+        lambda nbytes, n, bytes_per_s, latency: (n - 1) * (latency + nbytes / bytes_per_s),
+        "in each step a device forwards one block, V/n bytes, not the whole array"),
+}
+WRONG_METHODS["4.10"] = {
+    "every axis a line (wraparound ignored)": (
+        lambda nbytes, shape, link_bytes_per_s, latency, wraparound: torus_all_gather_time(
+            nbytes, shape, link_bytes_per_s, latency, (False,) * len(shape)),
+        "a wrapped axis is a bidirectional ring: half the hops, and two links bring data in"),
+    "no (n - 1)/n factor": (
+        lambda nbytes, shape, link_bytes_per_s, latency, wraparound: (
+            torus_all_gather_time(nbytes, shape, link_bytes_per_s, latency, wraparound)
+            - sum(k // 2 if w else k - 1 for k, w in zip(shape, wraparound) if k > 1) * latency)
+        * np.prod(shape) / max(np.prod(shape) - 1, 1)
+        + sum(k // 2 if w else k - 1 for k, w in zip(shape, wraparound) if k > 1) * latency,
+        "each device already holds its own 1/n of the array: it receives (n - 1)/n of it"),
+}
+WRONG_METHODS["4.11"] = {
+    "the network phase on the whole array": (
+        lambda nbytes, m, k, w_intra, w_inter, latency_intra, latency_inter: (
+            hierarchical_all_reduce_time(nbytes, m, 1, w_intra, w_inter, latency_intra,
+                                         latency_inter)
+            + hierarchical_all_reduce_time(nbytes, 1, k, w_intra, w_inter, latency_intra,
+                                           latency_inter)),
+        "after the in-node phase each GPU holds 1/m of the array: only that share crosses the "
+        "network"),
+    "a flat ring at the network's speed": (
+        lambda nbytes, m, k, w_intra, w_inter, latency_intra, latency_inter: (
+            hierarchical_all_reduce_time(nbytes, 1, m * k, w_intra, w_inter, latency_intra,
+                                         latency_inter)),
+        "that is one flat ring over all GPUs at the network's bandwidth: the hierarchical "
+        "AllReduce keeps most of the traffic on the fast links inside the node"),
 }

@@ -185,3 +185,31 @@ HINTS = {
     '1.9': ('Intensity: FLOPs per byte moved.',
             'count 2 FLOPs per product and the bf16 bytes of both inputs and the output'),
 }
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21: every exercise lists at
+# least its two most common slips, computed from the key's functions with the slip applied).
+
+WRONG_METHODS["1.5"]["fp32 bytes (4 per element)"] = (
+    lambda p: bool(_intensity_fp32(p) > _acc(p).critical_intensity("bf16")),
+    "that counts 4 bytes per element: the matmul is bf16, 2 bytes per element")
+WRONG_METHODS["1.8"] = {
+    "the sum (no overlap)": (
+        lambda flops, nbytes, flops_per_s, bytes_per_s: flops / flops_per_s + nbytes / bytes_per_s,
+        "that adds the two times, as if nothing overlapped: the roofline time assumes perfect "
+        "overlap, so the slower of the two decides"),
+    "the math time only": (
+        lambda flops, nbytes, flops_per_s, bytes_per_s: flops / flops_per_s + 0 * nbytes,
+        "that is the math time alone: a memory-bound op takes its memory time"),
+}
+WRONG_METHODS["1.9"] = {
+    "output write forgotten": (
+        lambda B, D, F: 2 * B * D * F / (2 * (B * D + D * F)),
+        "the output [B, F] is written to HBM too: count its bytes"),
+    "fp32 bytes (4 per element)": (
+        lambda B, D, F: 2 * B * D * F / (4 * (B * D + D * F + B * F)),
+        "that counts 4 bytes per element: a bf16 value is 2 bytes"),
+    "one FLOP per multiply-add": (
+        lambda B, D, F: B * D * F / (2 * (B * D + D * F + B * F)),
+        "a multiply-add is 2 FLOPs: count both"),
+}

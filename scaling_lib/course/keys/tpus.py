@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ... import hardware, inference
 from ...units import dtype_bytes
 
@@ -174,4 +176,27 @@ HINTS = {
     '3.11': ('Useful work over the padded work, per dimension.',
              'divide each dimension by itself rounded up to a multiple of the size; use np.ceil '
              'so arrays work'),
+}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+WRONG_METHODS["3.3"]["a number of GiB, not bytes"] = (
+    lambda p: pod_hbm_bytes(p) / 2**30,
+    "that is the pod's HBM counted in GiB: the answer is in bytes")
+WRONG_METHODS["3.10"] = {
+    "every axis a line (no wraparound)": (
+        lambda shape, wrap: sum(a - 1 for a in shape) + 0 * len(wrap),
+        "a wrapped axis is a ring: its farthest chip is half-way round, not at the far end"),
+    "every axis wraps": (
+        lambda shape, wrap: sum(a // 2 for a in shape) + 0 * len(wrap),
+        "an axis without wraparound is a line: its ends are a - 1 hops apart"),
+}
+WRONG_METHODS["3.11"] = {
+    "rounded down, not up": (
+        lambda dim, mxu_size: dim / (np.maximum(np.floor(dim / mxu_size), 1) * mxu_size),
+        "the MXU pads a partial tile to a whole one: round the tiles up"),
+    "padded over useful (inverted)": (
+        lambda dim, mxu_size: np.ceil(dim / mxu_size) * mxu_size / dim,
+        "that is the padded size over the useful size: the efficiency is useful over padded"),
 }
