@@ -210,3 +210,22 @@ HINTS = {
              '2 FLOPs per matmul weight (output layer included, embedding lookup free) plus the '
              'two attention einsums per layer'),
 }
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+WRONG_METHODS["5.1"]["the key index s counted once (T, not T²)"] = (
+    lambda p: attention_output_flops(p) / p.T,
+    "the sum runs over s, the T key positions, for each of the T query positions t: both "
+    "indices count")
+WRONG_METHODS["5.6"]["attention's forward only"] = (
+    lambda p: (transformer.breakdown_flops_per_token(p.model, p.T)["attention (QKᵀ, AV)"] / 3
+               / (transformer.flops_per_token(p.model, p.T)
+                  - 2 / 3 * transformer.breakdown_flops_per_token(p.model, p.T)[
+                      "attention (QKᵀ, AV)"])),
+    "that counts attention's forward pass only: in training its einsums also run backward, "
+    "twice again, just as the weights' matmuls do")
+WRONG_METHODS["5.7"]["the projections without the multiply-add's 2"] = (
+    lambda p: crossover_projections(p) / 2,
+    "a matmul weight costs 2 FLOPs (a multiply and an add) per token, just as attention's "
+    "einsums do: count both sides the same way")

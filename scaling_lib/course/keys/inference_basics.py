@@ -206,3 +206,62 @@ HINTS = {
              'the chance an expert is missed by all B tokens; the expected number hit scales '
              "the routed experts' bytes"),
 }
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+def _mha_cache(p):
+    cfg = models.get(p.model)
+    return transformer.kv_cache_bytes(cfg.with_changes(K=cfg.N), p.B, p.S)
+
+
+def _decode_parts(p, B=None):
+    B = p.B if B is None else B
+    return inference.decode_flops(p.model, B, p.S), inference.decode_bytes(p.model, B, p.S)
+
+
+WRONG_METHODS["8.3"] = {
+    "one sequence's cache": (
+        lambda p: _decode_parts(p, 1)[1]["kv cache"] / (_decode_parts(p, 1)[1].total),
+        "the step reads the cache of every sequence in the batch: B of them"),
+    "the weights' share": (
+        lambda p: 1 - cache_share(p),
+        "that is the weights' share of the bytes: the question asks for the cache's"),
+}
+WRONG_METHODS["8.4"]["the saving, 1 - K/N"] = (
+    lambda p: 1 - 1 / mha_cache_ratio(p),
+    "that is the share grouped-query attention saves: the question asks how many times larger "
+    "the multi-head cache is")
+WRONG_METHODS["8.6"]["the math time"] = (
+    lambda p: inference.decode_flops(p.model, 1, p.S).total / (
+        p.n_devices * hardware.get(p.accelerator).peak_flops_per_s("bf16")),
+    "that is the math time: at batch 1 a decode step waits for its reads of the weights and the "
+    "cache")
+WRONG_METHODS["8.7"]["per device"] = (
+    lambda p: decode_tokens_per_s(p) / p.n_devices,
+    "the question asks for the whole system's tokens per second, all devices together")
+WRONG_METHODS["8.8"] = {
+    "fp32 bytes (4 per value)": (
+        lambda p: step_intensity(p) / 2,
+        "weights and cache are bf16 here, 2 bytes per value"),
+    "batch 1": (
+        lambda p: step_intensity(p.with_changes(B=1)) if hasattr(p, "with_changes") else
+        inference.decode_intensity(p.model, 1, p.S),
+        "each weight read serves all B sequences of the batch: count the FLOPs of the whole "
+        "batch"),
+}
+WRONG_METHODS["8.9"] = {
+    "the weights' bytes only": (
+        lambda p: bool(_decode_parts(p)[0].total / _decode_parts(p)[1]["weights"]
+                       > hardware.get(p.accelerator).critical_intensity("bf16")),
+        "a decode step also reads the KV cache: with the cache counted, its intensity is well "
+        "below the batch size"),
+}
+WRONG_METHODS["8.11"]["bytes per element forgotten"] = (
+    lambda L, K, H, B, S, bytes_per_element: 2 * L * K * H * B * S + 0 * bytes_per_element,
+    "that counts elements: multiply by the bytes per element")
+WRONG_METHODS["8.12"]["one device's HBM"] = (
+    lambda model, accelerator, n_devices, S: max(0, math.floor(
+        (hardware.get(accelerator).hbm_bytes - 2 * transformer.n_params(model))
+        / transformer.kv_cache_bytes(model, 1, S))),
+    "the weights and the cache spread over all n devices: use their HBM together")

@@ -257,3 +257,26 @@ HINTS = {
              "the time each token's FLOPs would take at their own peaks, times tokens/s, over "
              'the devices'),
 }
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+WRONG_METHODS["7.7"]["the overlapped bound (the max)"] = (
+    lambda p: min(1.0, p.intensity / hardware.get(p.accelerator).critical_intensity("bf16")),
+    "that assumes memory traffic and compute overlap perfectly: here they do not, so the times "
+    "add")
+WRONG_METHODS["7.8"] = {
+    "MFU over HFU (inverted)": (
+        lambda: 1 / palm_extra_flops(),
+        "that is MFU over HFU: hardware FLOPs include the recomputed ones, so the ratio is at "
+        "least 1"),
+    "HFU minus MFU": (
+        lambda: 1 + (palm_extra_flops() - 1) * published.mfu(published.get("palm-540b")),
+        "the question asks for a ratio of the two utilisations, not their difference"),
+}
+WRONG_METHODS["7.9"] = {
+    "recomputation counted in MFU": (
+        lambda: True,
+        "MFU counts the model's FLOPs, which recomputation does not change: at the same step "
+        "time MFU stays the same (HFU rises)"),
+}

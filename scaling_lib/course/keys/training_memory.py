@@ -254,3 +254,36 @@ HINTS = {
     '6.13': ('How big is the logits tensor, and in which precision?',
              'b·T tokens times V logits each, in fp32, with the vocabulary split over tp'),
 }
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+def _zero3_8_bytes(p):
+    """ZeRO-3 with 8 bytes per parameter (no fp32 master copy)."""
+    n = transformer.n_params(p.model)
+    limit = hardware.get(p.accelerator).hbm_bytes / 2
+    dp = 1
+    while 8 * n / dp > limit:
+        dp *= 2
+    return dp
+
+
+WRONG_METHODS["6.4"]["8 bytes per parameter (no master copy)"] = (
+    _zero3_8_bytes,
+    "mixed-precision Adam keeps 16 bytes per parameter: bf16 weights and gradients, an fp32 "
+    "master copy and two fp32 moments")
+WRONG_METHODS["6.5"]["fp32 activations (twice the bytes)"] = (
+    lambda p: 2 * layer_activations(p),
+    "Korthikanti et al.'s formula already counts bytes of 16-bit activations: do not double it")
+WRONG_METHODS["6.9"]["a whole extra pass (100%)"] = (
+    lambda p: full_recompute_overhead(p) * 3,
+    "recomputation runs one more forward of the layers, a third of a training step's work, not a "
+    "whole step")
+WRONG_METHODS["6.11"]["12 bytes of optimizer state sharded at every stage"] = (
+    lambda n_params, dp, stage: 4 * n_params + 12 * n_params / dp,
+    "stage 0 shards nothing; each later stage shards one more kind of state: optimizer, then "
+    "gradients, then weights")
+WRONG_METHODS["6.12"]["the 24 not divided by t"] = (
+    lambda s, b, h, a, t=1, sp=False: s * b * h * ((10 / t if sp else 10) + 24
+                                                    + 5 * a * s / (h * t)),
+    "tensor parallelism splits the attention and MLP activations (the 24·sbh) over t too")
