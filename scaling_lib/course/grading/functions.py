@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import re
 
+import numpy as np
+
 from .answers import _compare, _distance
 from .feedback import FAIL, NOT_SOLVED, PASS, _emit, _fmt, _is_unanswered
 from .timelimit import CASE_TIME_LIMIT, _limited_call, _TimeLimit
@@ -27,9 +29,22 @@ def _split_case(case) -> tuple[tuple, dict]:
     return args, dict(kwargs)
 
 
+def _arg_str(a) -> str:
+    """One argument of a case, short: an array by its shape, a long value cut."""
+    if isinstance(a, str):
+        return repr(a)
+    if hasattr(a, "shape") and getattr(a, "ndim", 0) and getattr(a, "size", 0) > 8:
+        return f"an array of shape {tuple(a.shape)}"
+    if isinstance(a, (list, tuple)) and len(repr(a)) > 60:
+        return f"a {type(a).__name__} of {len(a)} items"
+    text = _fmt(a) if isinstance(a, (int, float, np.number, np.ndarray)) else repr(a)
+    text = " ".join(text.split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _case_str(args, kwargs) -> str:
-    parts = [_fmt(a) if not isinstance(a, str) else repr(a) for a in args]
-    parts += [f"{k}={v!r}" for k, v in kwargs.items()]
+    parts = [_arg_str(a) for a in args]
+    parts += [f"{k}={_arg_str(v)}" for k, v in kwargs.items()]
     return f"({', '.join(parts)})"
 
 

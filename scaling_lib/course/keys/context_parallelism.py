@@ -255,3 +255,25 @@ HINTS = {
     '14.10': ('Ulysses splits heads: which heads must c divide?',
               'c must divide both the query heads and the kv heads left per tensor rank'),
 }
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+def _wrong_ulysses_unscaled(S, heads, H, seed):
+    """14.8 wrong method: scores not divided by sqrt(H)."""
+    q, k, v = (x.astype(np.float64) for x in attention_inputs(S, H, seed, heads))
+    out = []
+    for h in range(heads):
+        s = q[:, h] @ k[:, h].T
+        w = np.exp(s - s.max(axis=-1, keepdims=True))
+        out.append((w / w.sum(axis=-1, keepdims=True)) @ v[:, h])
+    return np.stack(out, axis=1)
+
+
+WRONG_METHODS["14.8"]["attention within each device's tokens"] = (
+    _wrong_ulysses_local,
+    "each device attended only over its own S/4 tokens: the first AllToAll must gather the "
+    "whole sequence (split the heads axis, concatenate the sequence axis)")
+WRONG_METHODS["14.8"]["scores not scaled by 1/sqrt(H)"] = (
+    _wrong_ulysses_unscaled,
+    "divide the scores by the square root of the head dimension before the softmax")

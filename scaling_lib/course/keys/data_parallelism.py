@@ -364,3 +364,27 @@ HINTS = {
               "inside the layer loop all-gather the layer's shard over 'dp' (tiled), compute, "
               'and psum the loss'),
 }
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+def _comm_bound_in_node_only(p):
+    n = 8
+    while p.tokens / n >= _dp_critical(hardware.cluster(p.accelerator, 8), 8):
+        n *= 2
+    return n
+
+
+WRONG_METHODS["10.9"] = {
+    "the in-node critical batch at every size": (
+        _comm_bound_in_node_only,
+        "beyond 8 GPUs the AllReduce crosses the network: the critical batch jumps, so test "
+        "each size with its own cluster"),
+    "the last compute-bound size": (
+        lambda p: dp_comm_bound_devices(p) // 2,
+        "that is the last size still compute-bound: the question asks for the first that is "
+        "communication-bound"),
+}
+WRONG_METHODS["10.10"]["fp32 gradients"] = (
+    lambda p: 2 * tpu_critical(p),
+    "the gradients are all-reduced in bf16, 2 bytes per parameter")

@@ -215,3 +215,54 @@ HINTS = {
              'at each step compute with your block, then pass it to a neighbour with ppermute; '
              'after 7 steps you have seen all 8'),
 }
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+def _case3_pmean(a, b):
+    from jax import lax
+
+    return lax.pmean(a @ b, "X")
+
+
+def _case3_no_sum(a, b):
+    return a @ b
+
+
+def _collective_gather(a, b):
+    from jax import lax
+
+    return a @ lax.all_gather(b, "X", axis=0, tiled=True)
+
+
+def _collective_own_block_only(a, b):
+    from jax import lax
+
+    rows = b.shape[0]
+    d = lax.axis_index("X")
+    return lax.dynamic_slice_in_dim(a, d * rows, rows, axis=1) @ b
+
+
+WRONG_METHODS["9.1"]["an AllGather for any sharded dimension"] = (
+    lambda p: "all-gather" if any(LAYOUTS[p.layout][0] + LAYOUTS[p.layout][1]) else "none",
+    "a sharded output dimension needs no collective: only a sharded contracting dimension "
+    "(a partial sum) or a dimension sharded twice on one axis does")
+WRONG_METHODS["9.10"] = {
+    "partial sums returned (no psum)": (
+        lambda A, B: on_devices(_case3_no_sum, "case 3")(A, B),
+        "each device's product is a partial sum over its slice of J: add them over 'X' "
+        "(lax.psum) before returning"),
+    "pmean instead of psum": (
+        lambda A, B: on_devices(_case3_pmean, "case 3")(A, B),
+        "that averages the partial sums: C is their sum, so use lax.psum"),
+}
+WRONG_METHODS["9.11"] = {
+    "an AllGather of B": (
+        lambda A, B: on_devices(_collective_gather, "collective")(A, B),
+        "that gathers B in one collective: the exercise asks you to pass its blocks around "
+        "with ppermute while multiplying, so that no AllGather is compiled"),
+    "own block only (no ppermute)": (
+        lambda A, B: on_devices(_collective_own_block_only, "collective")(A, B),
+        "each device multiplies only the block of B it holds: pass the blocks round the ring "
+        "(ppermute) and add all 8 products"),
+}

@@ -349,3 +349,45 @@ HINTS = {
     '11.11': ("Which operator's backward has to add contributions from every device?",
               "look at the identity that feeds every device's column shard: its backward is a sum"),
 }
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+def _wrong_f_pmean(seed):
+    """11.9 wrong method: f's backward averages the partial cotangents."""
+    jax = _jax()
+    return checked_two_block_grads(lambda _, ct: (jax.lax.pmean(ct, "tp"),))(seed)
+
+
+def _wrong_sp_no_scatter(B, D, F, seed):
+    """11.10 wrong method: gather in, then keep my rows of the unreduced partial output."""
+    jax = _jax()
+
+    def local(x, w1, w2):
+        x = jax.lax.all_gather(x, "tp", axis=0, tiled=True)
+        y = jax.nn.gelu(x @ w1) @ w2
+        rows = y.shape[0] // 8
+        return jax.lax.dynamic_slice_in_dim(y, jax.lax.axis_index("tp") * rows, rows, 0)
+    return on_devices(local, "sequence")(B, D, F, seed)
+
+
+WRONG_METHODS["11.8"]["no g (partial sums returned)"] = (
+    WRONG_METHODS["11.8"]["no g (partial sums returned)"],
+    "each device's output is a partial sum over its slice of F: add them over 'tp' (the g "
+    "operator, lax.psum) before returning")
+WRONG_METHODS["11.8"]["gather the weights instead"] = (
+    WRONG_METHODS["11.8"]["gather the weights instead"],
+    "gathering the weights moves far more bytes than the one AllReduce of the output the "
+    "Megatron split needs: keep the weights split and psum the output")
+WRONG_METHODS["11.9"]["f backward = identity"] = (
+    WRONG_METHODS["11.9"]["f backward = identity"],
+    "f's backward must add the partial gradients of x from every device (an AllReduce): "
+    "passing them through leaves each device with its own part only")
+WRONG_METHODS["11.9"]["pmean instead of psum"] = (
+    _wrong_f_pmean,
+    "the partial gradients of x add up to the gradient: sum them (psum), do not average them")
+WRONG_METHODS["11.10"]["no reduce-scatter"] = (
+    _wrong_sp_no_scatter,
+    "after the row-parallel matmul each device holds a partial sum of every row: "
+    "reduce-scatter it over 'tp' so each keeps its own rows, summed")
+SYNONYMS = {"11.11": {"f": ("the f operator", "f operator", "operator f", "f (identity)")}}
