@@ -250,3 +250,15 @@ HINTS = {
     '15.10': ("Each device holds a share of each MoE layer's experts.",
               "the routed experts' parameters times the bytes per parameter, over ep"),
 }
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+WRONG_METHODS["15.5"]["busiest expert over the mean expert"] = (
+    WRONG_METHODS["15.5"]["busiest expert over the mean expert"],
+    "a device runs all of its experts: add the loads of each device's experts before taking "
+    "the busiest")
+WRONG_METHODS["15.5"]["busiest device over the least busy"] = (
+    lambda p: float(device_loads(p).max() / device_loads(p).min()),
+    "the slowdown is relative to perfect balance: compare the busiest device with the mean, "
+    "not with the least busy")

@@ -149,3 +149,30 @@ HINTS = {
              "four all-reduces per layer and micro-batch, forward and backward, on one stage's "
              'layers'),
 }
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+WRONG_METHODS["16.7"] = {
+    "dp innermost (axes reversed)": (
+        lambda rank, t, c, p, d: coordinates(rank, d, p, c, t)[::-1],
+        "the tensor axis is innermost (stride 1), then cp, pp and dp outermost"),
+    "strides without the inner degrees": (
+        lambda rank, t, c, p, d: (rank % t, (rank // c) % c, (rank // p) % p, rank // d % d),
+        "an axis' stride is the product of the degrees of all the axes inside it"),
+}
+WRONG_METHODS["16.8"] = {
+    "the degree alone decides (stride ignored)": (
+        lambda per_node, t, c, p, d, axis: (
+            "none" if {"tp": t, "cp": c, "pp": p, "dp": d}[axis] == 1 else
+            "intra-node" if {"tp": t, "cp": c, "pp": p, "dp": d}[axis] <= per_node
+            else "inter-node"),
+        "a group's members are a stride apart: it spans stride × degree consecutive GPUs, "
+        "which may leave the node even when the degree is small"),
+    "every axis but tp crosses nodes": (
+        lambda per_node, t, c, p, d, axis: (
+            "none" if {"tp": t, "cp": c, "pp": p, "dp": d}[axis] == 1 else
+            "intra-node" if axis == "tp" else "inter-node"),
+        "an inner axis with small degrees can still fit in a node: compare the group's span "
+        "with the GPUs per node"),
+}

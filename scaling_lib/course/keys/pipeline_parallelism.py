@@ -148,3 +148,17 @@ HINTS = {
     '13.9': ("Compare the two schedules' ramp-up and drain.",
              '1F1B reorders the same work: look at what it changes (the idle time, or the memory?)'),
 }
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+WRONG_METHODS["13.4"]["every forward counted"] = (
+    WRONG_METHODS["13.4"]["every forward counted"],
+    "a backward frees the activations of its micro-batch: count forwards minus backwards as "
+    "you go and keep the largest")
+WRONG_METHODS["13.9"] = {
+    "yes, 1F1B shrinks it": (
+        lambda: "yes",
+        "1F1B reorders the same forwards and backwards: the ramp-up and drain, and so the "
+        "bubble, stay the same; what it shrinks is the activation memory"),
+}
