@@ -116,3 +116,32 @@ HINTS = {
     '19.9': ('Failures are billed too.',
              'wall-clock hours times GPUs'),
 }
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+WRONG_METHODS["19.5"]["the checkpoint cost left out"] = (
+    lambda p: reliability.goodput(reliability.young_daly_interval(p.ckpt_s, p.mtbf_h * 3600),
+                                  0.0, p.mtbf_h * 3600, restart_time=p.restart_min * 60),
+    "writing a checkpoint every τ seconds costs δ/τ of the time as well")
+WRONG_METHODS["19.6"] = {
+    "sqrt(δ·M), the factor 2 forgotten": (
+        lambda checkpoint_time, mtbf: math.sqrt(checkpoint_time * mtbf),
+        "minimising δ/τ + τ/(2M) gives τ² = 2·δ·M: keep the 2"),
+    "δ·M without the square root": (
+        lambda checkpoint_time, mtbf: 2 * checkpoint_time * mtbf,
+        "the optimum balances δ/τ against τ/(2M): τ is a square root"),
+}
+WRONG_METHODS["19.7"] = {
+    "restart time ignored": (
+        lambda interval, checkpoint_time, mtbf, restart_time: max(
+            0.0, 1 - checkpoint_time / interval - interval / 2 / mtbf),
+        "each failure also costs a restart: add R per failure, R/M of the time"),
+    "not clipped at 0": (
+        lambda interval, checkpoint_time, mtbf, restart_time: (
+            1 - checkpoint_time / interval - (restart_time + interval / 2) / mtbf),
+        "a run that loses more than it gains makes no progress: its goodput is 0, not negative"),
+}
+WRONG_METHODS["19.9"]["wall-clock hours (GPUs forgotten)"] = (
+    lambda p: run_gpu_hours(p) / p.n,
+    "that is the run's wall-clock hours: every one of the n GPUs is billed for them")

@@ -216,3 +216,43 @@ HINTS = {
     '22.14': ('Keep the sizes that hold the weights.',
               'take the smallest of them'),
 }
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+WRONG_METHODS["22.1"]["bf16 bytes whatever the precision"] = (
+    lambda p: serving.min_devices(p.model, p.accelerator, dtype="bf16"),
+    "the weights are stored in the precision the question names: bytes per weight change")
+WRONG_METHODS["22.2"]["bf16 bytes whatever the precision"] = (
+    lambda p: serving_parallel.smallest_topology(p.model, p.accelerator, dtype="bf16"),
+    "the weights are stored in the precision the question names: bytes per weight change")
+WRONG_METHODS["22.4"]["the smallest batch"] = (
+    lambda p: 1,
+    "batch 1 meets any budget the others meet, but gives the fewest tokens/s: take the largest "
+    "throughput within the budget")
+WRONG_METHODS["22.9"]["MFU ignored (peak FLOP/s)"] = (
+    WRONG_METHODS["22.9"]["MFU ignored (peak FLOP/s)"],
+    "the chips deliver only a share MFU of their peak: divide by it")
+WRONG_METHODS["22.10"]["bf16 bytes whatever the precision"] = (
+    lambda p: serving.min_devices(serving_parallel.GPT4_CLASS_ASSUMED, p.accelerator,
+                                  dtype="bf16"),
+    "the weights are stored in the precision the question names: bytes per weight change")
+WRONG_METHODS["22.13"] = {
+    "the embedding's all-reduce always added": (
+        lambda L, B, D, bytes_per_element, vocab_parallel: (2 * L + 1) * B * D
+        * bytes_per_element,
+        "only a vocabulary-parallel embedding needs an all-reduce of its output"),
+    "one all-reduce per layer": (
+        lambda L, B, D, bytes_per_element, vocab_parallel: (
+            L + (1 if vocab_parallel else 0)) * B * D * bytes_per_element,
+        "each layer all-reduces twice: after attention and after the MLP"),
+}
+WRONG_METHODS["22.14"] = {
+    "the first size listed that fits": (
+        lambda weight_bytes, hbm_bytes, sizes: next(
+            n for n in sizes if weight_bytes <= n * hbm_bytes),
+        "the sizes are not in order: take the smallest that holds the weights"),
+    "the largest size": (
+        lambda weight_bytes, hbm_bytes, sizes: max(sizes),
+        "the largest slice holds the weights too, but the question asks for the smallest"),
+}

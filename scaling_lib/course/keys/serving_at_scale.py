@@ -200,3 +200,15 @@ HINTS = {
               "the server's dollars per second over its output tokens per second, scaled to a "
               'million'),
 }
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+WRONG_METHODS["21.6"]["E (the expected tokens per round)"] = (
+    lambda p: serving_engine.expected_tokens_per_step(p.alpha, p.gamma),
+    "speculation pays while the tokens per round exceed the round's cost 1 + γ·c: solve that "
+    "for c")
+WRONG_METHODS["21.10"]["finished requests kept"] = (
+    lambda left, waiting, max_batch, gen_len: [x - 1 for x in left] + [gen_len - 1] * min(
+        waiting, max_batch - len(left)),
+    "a request whose last token was produced leaves the batch: drop the zeros")
