@@ -338,3 +338,61 @@ HINTS_ALL = {
 def hints(notebook: str) -> dict:
     """The HINTS of one drill notebook ("90" ... "93"): its exercises only."""
     return {k: v for k, v in HINTS_ALL.items() if k.split(".")[0] == notebook}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21). The drills' "write it"
+# questions (check_function) list none: tests/test_drills.py keeps them free of wrong methods.
+
+WRONG_METHODS_ALL["90.6"]["GB/s read as GiB/s"] = (
+    rooflines._crit_gib,
+    "HBM bandwidth is quoted in GB/s (1e9 bytes/s), not GiB/s")
+WRONG_METHODS_ALL["91.1"] = {
+    "the sparsity peak (2x dense)": (
+        rooflines._t_math_sparse,
+        "the 'with sparsity' figure is twice the dense peak a dense matmul reaches"),
+    "one FLOP per multiply-add": (
+        rooflines._t_math_one_flop_per_mac,
+        "a multiply-add is 2 FLOPs: the matmul does 2·B·D·F"),
+}
+WRONG_METHODS_ALL["91.2"]["with recomputation (8ND)"] = (
+    lambda p: train_flops_6nd(p) * 4 / 3,
+    "the 6ND rule counts the model's FLOPs, without recomputation: 2 forward and 4 backward "
+    "per parameter per token")
+WRONG_METHODS_ALL["91.6"]["the busy share"] = (
+    lambda p: 1 - bubble(p),
+    "that is the share of the step spent working: the bubble is the idle share")
+WRONG_METHODS_ALL["92.6"]["one chip's HBM"] = (
+    lambda p: inference.max_cached_tokens(p.model, p.accelerator, p.n) / p.n
+    - (p.n - 1) / p.n * inference.weight_bytes_read(p.model)
+    / transformer.kv_cache_bytes(p.model, 1, 1),
+    "the weights and the cache spread over all n chips: use their HBM together")
+WRONG_METHODS_ALL["93.1"] = {
+    "weights only (cache forgotten)": (
+        lambda p: math.ceil(inference.weight_bytes_read(p.model)
+                            / hardware.get(p.accelerator).hbm_bytes),
+        "the KV cache of B sequences of S tokens must fit too"),
+    "rounded down": (
+        lambda p: math.floor((inference.weight_bytes_read(p.model)
+                              + transformer.kv_cache_bytes(p.model, p.B, p.S))
+                             / hardware.get(p.accelerator).hbm_bytes),
+        "a fraction of a chip does not exist: round up"),
+}
+WRONG_METHODS_ALL["93.2"]["per sequence"] = (
+    lambda p: decode_tokens_per_s(p) / p.B,
+    "that is one sequence's tokens/s: the server produces B tokens per step")
+WRONG_METHODS_ALL["93.3"]["a flat ring at the network's speed"] = (
+    lambda p: collectives.all_reduce_time(
+        p.gbytes * 1e9, p.n, hardware.cluster("h100", p.n).inter_node.bytes_per_s),
+    "a hierarchical AllReduce keeps most of the traffic on NVLink inside each node: only 1/8 "
+    "of the data crosses the network")
+WRONG_METHODS_ALL["93.4"]["the bubble's complement, MFU forgotten"] = (
+    lambda p: 1 - pipeline_bubble_fraction(p.pp, p.m, p.v),
+    "the pipeline can at best keep the MFU the plan reaches without it: multiply by mfu")
+WRONG_METHODS_ALL["93.5"] = {
+    "tokens per day": (
+        lambda p: p.n_tokens / p.days,
+        "that is per day: a day is 86,400 seconds"),
+    "tokens per hour": (
+        lambda p: p.n_tokens / (p.days * 24),
+        "that is per hour: the answer is in tokens per second"),
+}
