@@ -67,7 +67,8 @@ QUESTIONS: dict[str, list[Question]] = {
         _q("90.5", "Bytes per parameter", "Training with Adam in the recipe below, how many bytes "
            "does each parameter cost (weights, gradients, optimizer state)?", "bytes_per_param",
            "recipe=['mixed', 'bf16', 'fp32']", "answer = mem.bytes_per_param(p.recipe).total",
-           "bytes", ", rtol=0", worked="Mixed precision: 2 + 2 + (4 + 4 + 4) = 16; pure bf16 without a master copy: 8; "
+           "bytes", ", rtol=0",
+           worked="Mixed precision: 2 + 2 + (4 + 4 + 4) = 16; pure bf16 without a master copy: 8; "
            "fp32: 4 + 4 + 8 = 16.", topic="Ch 6"),
         _q("90.6", "Critical batch", "Above how many tokens per batch is a bf16 matmul with large "
            "D and F compute-bound on the chip below?", "critical_batch",
@@ -130,7 +131,8 @@ QUESTIONS: dict[str, list[Question]] = {
            topic="Ch 8"),
         _q("91.6", "Pipeline bubble", "With pp stages and m micro-batches in 1F1B, what share of "
            "the step is idle (a fraction)?", "bubble", "pp=(2, 32), m=(4, 16)",
-           "answer = (p.pp - 1) / (p.m + p.pp - 1)", "", ", rtol=1e-4", worked="p-1 ramp and drain slots in m+p-1; Megatron's (p-1)/m measures against compute.",
+           "answer = (p.pp - 1) / (p.m + p.pp - 1)", "", ", rtol=1e-4",
+           worked="p-1 ramp and drain slots in m+p-1; Megatron's (p-1)/m measures against compute.",
            topic="Parallelism"),
         _q("91.7", "Write it: matmul FLOPs", "Write the FLOPs of [B, D] x [D, F].",
            "matmul_flops_reference", solution="return 2 * B * D * F",
@@ -202,7 +204,8 @@ QUESTIONS: dict[str, list[Question]] = {
            "'tpu-v5p'], B=(1, 64), S=(2048, 32768)",
            "answer = math.ceil((inf.weight_bytes_read(p.model) + tf.kv_cache_bytes(p.model, p.B, "
            "p.S)) / hw.get(p.accelerator).hbm_bytes)",
-           "chips", ", rtol=0", worked="Then round up to a shape the parallelism allows (a power of two for TP).",
+           "chips", ", rtol=0",
+           worked="Then round up to a shape the parallelism allows (a power of two for TP).",
            topic="Ch 8"),
         _q("93.2", "Serving throughput", "Roofline output tokens/s of an n-chip server decoding "
            "batch B at context S?", "decode_tokens_per_s",
@@ -228,7 +231,8 @@ QUESTIONS: dict[str, list[Question]] = {
            topic="Parallelism"),
         _q("93.5", "Throughput target", "What cluster tokens/s trains on n_tokens tokens in the "
            "days below?", "tokens_per_s_needed", "n_tokens=[2e12, 15e12], days=[30, 60, 90]",
-           "answer = p.n_tokens / (p.days * 86400)", "tokens/s", worked="Tokens over seconds; then divide by the tokens/s one chip sustains to size "
+           "answer = p.n_tokens / (p.days * 86400)", "tokens/s",
+           worked="Tokens over seconds; then divide by the tokens/s one chip sustains to size "
            "the cluster.", topic="Ch 7"),
         _q("93.6", "Cluster size", "How many chips at MFU mfu train n_params parameters on "
            "n_tokens tokens (6ND) in the days below?", "chips_needed",

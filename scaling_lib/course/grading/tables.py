@@ -85,7 +85,8 @@ def use_keys(modules):
 
 
 def key_modules(extra=()) -> list:
-    """The answer-key modules imported so far (under ``scaling_lib.course.keys``), then ``extra``."""
+    """The answer-key modules imported so far (under ``scaling_lib.course.keys``), then
+    ``extra``."""
     mods = [m for n, m in list(sys.modules.items())
             if isinstance(m, types.ModuleType) and n.startswith(KEYS_PACKAGE + ".")]
     return mods + [m for m in extra if m not in mods]

@@ -256,3 +256,6 @@ WRONG_METHODS["22.14"] = {
         lambda weight_bytes, hbm_bytes, sizes: max(sizes),
         "the largest slice holds the weights too, but the question asks for the smallest"),
 }
+WRONG_METHODS["22.9"]["one chip (n forgotten)"] = (
+    lambda p: prefill_time(p) * p.n,
+    "the prompt's FLOPs are split over all n chips")

@@ -162,3 +162,4 @@ WRONG_METHODS["13.9"] = {
         "1F1B reorders the same forwards and backwards: the ramp-up and drain, and so the "
         "bubble, stay the same; what it shrinks is the activation memory"),
 }
+
