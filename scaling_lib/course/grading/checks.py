@@ -134,16 +134,16 @@ def check(answer, expected, *, name: str = "exercise", rtol: float = DEFAULT_RTO
     Prints the verdict and returns None (so a notebook shows only the verdict line); a grading
     tool reads the line's leading marker, and the hints seen (see :mod:`.session`).
 
-    >>> check(295.0, 295.3, name="1.2", unit="tokens")
-    PASS: 1.2: 295 tokens (expected 295.3 within 2%)
-    >>> check(None, 295.3, name="1.2")
-    NOT SOLVED YET: 1.2: replace None with your answer
-    >>> check(295.3 * 2**30 / 1e9, 295.3, name="1.2", unit="bytes")
-    FAIL: 1.2: got 317.1 bytes, off by ~1.07, too large: GB vs GiB?
-    >>> check(288.0, 295.3, name="1.2")
-    FAIL: 1.2: got 288, close, but outside the 2% tolerance: about 3% too small
-    >>> check("295", 295.3, name="1.2")
-    FAIL: 1.2: expected a number, got the text '295': write the number without quotes
+    >>> check(295.0, 295.3, name="ex", unit="tokens")
+    PASS: ex: 295 tokens (expected 295.3 within 2%)
+    >>> check(None, 295.3, name="ex")
+    NOT SOLVED YET: ex: replace None with your answer
+    >>> check(295.3 * 2**30 / 1e9, 295.3, name="ex", unit="bytes")
+    FAIL: ex: got 317.1 bytes, off by ~1.07, too large: GB vs GiB?
+    >>> check(288.0, 295.3, name="ex")
+    FAIL: ex: got 288, close, but outside the 2% tolerance: about 3% too small
+    >>> check("295", 295.3, name="ex")
+    FAIL: ex: expected a number, got the text '295': write the number without quotes
     """
     from .tables import tables
 
