@@ -39,14 +39,18 @@ The package, one concept per module:
 
 from .chapter import Chapter, Course, Exercise, course_root, load_chapter
 from .codec import CODEC, decode, encode, split_case
+from .files import MAX_BYTES, PATTERN, Entry, find_submissions, parse_name, read_notebook
 from .flags import scan
-from .grade import find_submissions, grade_folder, grade_notebook, read_seeds, student_of
+from .grade import DUPLICATES, grade_folder, grade_notebook, plan_folder, read_seeds, student_of
 from .reports import (
     SYMBOL,
     catalog,
     exercise_names,
+    grading_key,
     plot_pass_rates,
+    row_checksum,
     table,
+    verify_csv,
     write_csv,
     write_feedback,
 )
@@ -55,4 +59,6 @@ from .verdicts import CASE_TIME_LIMIT, VERDICTS, Result, verdict_function, verdi
 
 __all__ = ["Course", "Chapter", "Exercise", "Result", "grade_notebook", "grade_folder",
            "plan_submission", "scan", "write_csv", "write_feedback", "table", "plot_pass_rates",
-           "read_seeds", "find_submissions", "student_of", "exercise_names", "VERDICTS", "CODEC"]
+           "read_seeds", "find_submissions", "student_of", "exercise_names", "VERDICTS", "CODEC",
+           "verify_csv", "grading_key", "row_checksum", "PATTERN", "parse_name", "read_notebook",
+           "plan_folder", "DUPLICATES", "MAX_BYTES", "Entry"]
