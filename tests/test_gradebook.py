@@ -48,15 +48,13 @@ def test_verdicts(graded, notebook):
     assert r.total == len(want)
 
 
-def test_a_changed_seed_earns_nothing(graded):
-    # answers right for SEED = 4, graded at the assigned seed 2: every drawn exercise fails
+def test_the_assigned_seed_is_applied(graded):
+    # the notebook says SEED = 4; the instructor assigned 2: it runs and is graded at seed 2, so
+    # answers computed from the drawn numbers pass, and the difference is flagged
     _, results, _, _ = graded
     r = results["swap_01_rooflines.ipynb"]
-    chapter = gb.Course(ROOT).chapter("01_rooflines")
     assert r.seed == 2
-    for name, verdict in r.exercises.items():
-        drawn = chapter.checks[name].draw is not None
-        assert verdict == ("fail" if drawn else "pass"), (name, r.messages[name])
+    assert set(r.exercises.values()) == {"pass"}, r.messages
 
 
 @pytest.mark.parametrize("notebook", list(craft.EXPECTED_FLAGS))

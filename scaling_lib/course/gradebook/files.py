@@ -41,6 +41,7 @@ class Entry:
     refused: str = ""         # why it is not graded ("" when it is)
     mtime: float = 0.0
     size: int = 0
+    note: str = ""            # a flag for the instructor (a second submission, a shared file)
 
 
 def parse_name(rel: str, chapters) -> tuple[str | None, str | None]:
@@ -67,11 +68,27 @@ def parse_name(rel: str, chapters) -> tuple[str | None, str | None]:
     return None, None
 
 
-def find_submissions(folder, chapters=None) -> list[Entry]:
+def _course_inodes(root) -> set:
+    """(device, inode) of the course's own notebooks: a hard link to one is refused."""
+    out = set()
+    for sub in ("solutions", "exercises"):
+        for p in Path(root).glob(f"{sub}/*.ipynb") if root else []:
+            try:
+                st = os.stat(p)
+                out.add((st.st_dev, st.st_ino))
+            except OSError:
+                pass
+    return out
+
+
+def find_submissions(folder, chapters=None, course_root=None) -> list[Entry]:
     """Every ``*.ipynb`` name under ``folder`` (links not followed), sorted, each with its student
-    and chapter or the reason it is refused. ``chapters``: the course's chapter names."""
+    and chapter or the reason it is refused. ``chapters``: the course's chapter names;
+    ``course_root``: a hard link to one of its notebooks is refused."""
     folder = Path(folder)
     out = []
+    course = _course_inodes(course_root)
+    inodes: dict = {}
     for d, dirs, files in os.walk(folder, followlinks=False):
         dirs[:] = sorted(x for x in dirs if not x.startswith(".") and x != "__pycache__")
         for name in sorted(files + [x for x in os.listdir(d) if x.endswith(".ipynb")
@@ -94,16 +111,23 @@ def find_submissions(folder, chapters=None) -> list[Entry]:
                 e.refused = "a link, not a file: links are refused (submit the notebook itself)"
             elif not stat.S_ISREG(st.st_mode):
                 e.refused = "not a regular file (a folder, FIFO, socket or device)"
-            elif st.st_nlink > 1:
-                e.refused = "a hard link to another file: links are refused"
+            elif (st.st_dev, st.st_ino) in course:
+                e.refused = "a hard link to one of the course's notebooks: links are refused"
             elif st.st_size > MAX_BYTES:
                 e.refused = f"larger than {MAX_BYTES // 2**20} MiB"
+            if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                inodes.setdefault((st.st_dev, st.st_ino), []).append(e)
             if chapters is not None:
                 e.student, e.chapter = parse_name(rel, chapters)
                 if e.chapter is None and not e.refused:
                     e.refused = (f"the file name does not follow {PATTERN} with a chapter of the "
                                  "course")
             out.append(e)
+    for same in inodes.values():  # two names of one file: graded, and flagged for a look
+        for e in same:
+            others = [x.rel for x in same if x is not e]
+            if others:
+                e.note = f"the same file (a hard link) as {', '.join(others)}"
     # links to folders are never walked: list them as refused
     for d, dirs, _ in os.walk(folder, followlinks=False):
         for x in dirs:

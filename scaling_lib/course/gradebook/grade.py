@@ -293,7 +293,7 @@ def plan_folder(folder, course: Course, *, seeds: dict | None = None,
     line) when ``seeds`` lacks a student who submitted."""
     if duplicates not in DUPLICATES:
         raise ValueError(f"duplicates={duplicates!r}: choose one of {', '.join(DUPLICATES)}")
-    entries = find_submissions(folder, list(course.paths))
+    entries = find_submissions(folder, list(course.paths), course.root)
     skipped, ok = [], []
     for e in entries:
         if e.refused:
@@ -322,7 +322,8 @@ def plan_folder(folder, course: Course, *, seeds: dict | None = None,
                 todo.append((e, None if seeds is None else seeds[student]))
                 if len(es) > 1:
                     others = ", ".join(x.rel for x in es if x is not e)
-                    e.note = f"{len(es)} submissions of {chapter} by {student} (also {others})"
+                    e.note = "; ".join(filter(None, [e.note, f"{len(es)} submissions of "
+                                                     f"{chapter} by {student} (also {others})"]))
             else:
                 r = Result(e.rel, student, chapter, None)
                 r.status = "superseded"
@@ -385,7 +386,7 @@ def grade_folder(folder, *, course=None, cell_timeout=60.0, notebook_timeout=600
                        "notebook_timeout": notebook_timeout, "memory_bytes": memory_bytes,
                        "seed": seed, "flag_keys": flag_keys, "out": str(out),
                        "isolation": [iso.mode, iso.cgroup, iso.separate_user],
-                       "note": getattr(entry, "note", "")}
+                       "note": entry.note}
                 running.append(_start_worker(job, entry))
             time.sleep(0.05)
             for w in list(running):
