@@ -129,14 +129,12 @@ def test_a_second_submission_is_flagged_and_the_latest_graded(attacked):
 def test_attacks_earn_nothing(attacked, name):
     rec = attacked["records"][f"{name}_01_rooflines.ipynb"]
     earned = [n for n, v in rec["exercises"].items() if v == "pass"]
-    if name == "magic":   # the key is public: its use is flagged, not hidden behind a `%` line
-        assert earned == ["1.1"]
+    assert earned == [], rec
+    if name == "magic":   # code behind a `%` line or in a cell that does not parse is flagged
         assert any("uses the answer key" in f and "magic" in f for f in rec["flags"])
         assert any("does not parse as Python" in f for f in rec["flags"])
         assert any("runs an IPython magic or shell command: `x = !ls /`" in f
                    for f in rec["flags"])
-    else:
-        assert earned == [], rec
     assert rec["status"] in ("graded", "unreadable")
 
 
