@@ -136,7 +136,7 @@ def _grade(args) -> int:
     gb.plot_pass_rates(results, out.parent / "pass_rates.png")
     if args.json:
         keep = ("notebook", "student", "chapter", "seed", "exercises", "passed", "total", "flags",
-                "status")
+                "status", "hints")
         print(json.dumps([{k: r.record()[k] for k in keep} for r in results], indent=2))
     else:
         print(gb.table(results))

@@ -170,11 +170,21 @@ def test_codec_keeps_array_dtypes():
     assert gb.decode(gb.encode(np.arange(3, dtype=np.int32))).dtype == np.int32
 
 
-def test_kernel_memory_limit_and_survival(tmp_path):
+def test_kernel_memory_limit_holds_for_children(tmp_path):
     from scaling_lib.course.sandbox import Kernel
 
     with Kernel(str(tmp_path), memory_bytes=512 * 2**20) as k:
         out = k.run("x = bytearray(1024 * 2**20)", 30)
-        assert "MemoryError" in out.error and not out.died
+        # per process (RLIMIT_AS): MemoryError; per jail (cgroup): the kernel is killed
+        assert "MemoryError" in out.error or out.died
+        if out.died:
+            k.restart()
         assert k.run("print(6 * 7)", 30).text.strip() == "42"   # the kernel goes on
+        out = k.run("import subprocess, sys\n"
+                    "r = subprocess.run([sys.executable, '-c', 'x = bytearray(1024 * 2**20)'])\n"
+                    "print(r.returncode)", 60)
+        assert out.died or out.text.strip() not in ("", "0")   # a child is limited too
+        if out.died:
+            k.restart()
         assert k.run("import os; os._exit(3)", 30).died
+    assert not list(tmp_path.iterdir())   # the jail's folder is gone

@@ -44,6 +44,24 @@ class Chapter:
     key_aliases: set
     _base: dict | None = None
     _expected: dict = field(default_factory=dict)
+    _params: dict = field(default_factory=dict)
+
+    def params(self, name: str, seed: int):
+        """The numbers drawn for exercise ``name`` at ``seed`` (after :meth:`expected_all`)."""
+        return self._params.get(seed, {}).get(name)
+
+    def hint(self, name: str) -> str:
+        """The exercise's method hint: registered with its key (``HINTS``) when the checker
+        reads hints from the keys, else the ``hint=`` of its checker call."""
+        try:
+            from .. import grading
+
+            hints = grading.tables(name).hints
+            if hints:
+                return str(hints[-1])
+        except Exception:
+            pass
+        return self.exercises[name].hint if name in self.exercises else ""
 
     def base(self) -> dict:
         """The solutions' set-up namespace (imports, the key module), built once."""
@@ -101,6 +119,8 @@ class Chapter:
                     if c.kind == "check":
                         out[c.name] = eval(compile(ast.Expression(c.arg(1, "expected")), c.name,
                                                    "eval"), ns)
+                        if c.param:
+                            self._params.setdefault(seed, {})[c.name] = ns.get(c.param)
                     else:
                         ref = eval(compile(ast.Expression(c.arg(1, "reference")), c.name,
                                            "eval"), ns)

@@ -189,8 +189,17 @@ def read_notebook(path) -> tuple[object | None, str]:
         tags = c["metadata"].get("tags", [])
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
             c["metadata"]["tags"] = []
-        if c["cell_type"] == "code":
-            c["outputs"], c["execution_count"] = [], None
+        if c["cell_type"] == "code":   # only printed text is kept (for the hints seen)
+            streams = []
+            for o in c.get("outputs", []) if isinstance(c.get("outputs"), list) else []:
+                t = o.get("text", "") if isinstance(o, dict) and o.get("output_type") == "stream" \
+                    else None
+                if isinstance(t, list) and all(isinstance(x, str) for x in t):
+                    t = "".join(t)
+                if isinstance(t, str):
+                    streams.append({"output_type": "stream", "name": "stdout",
+                                    "text": t[:100_000]})
+            c["outputs"], c["execution_count"] = streams, None
     data.setdefault("metadata", {})
     if not isinstance(data["metadata"], dict):
         data["metadata"] = {}

@@ -110,7 +110,8 @@ def grade_notebook(path: Path, rel: str, course: Course, *, cell_timeout: float 
     for n in ch.exercises:
         res.exercises[n] = "unanswered" if n in plan.missing else "error"
         res.messages[n] = ("the graded cell is missing" if n in plan.missing else
-                           "the cell did not run", ch.exercises[n].hint)
+                           "the cell did not run", ch.hint(n))
+    res.hints = hints_seen(nb)
     if seed is None:
         res.status = "error"
         res.seconds = time.monotonic() - start
@@ -135,7 +136,7 @@ def grade_notebook(path: Path, rel: str, course: Course, *, cell_timeout: float 
             if isinstance(exp, BaseException) or exp is None:
                 res.exercises[name] = "error"
                 res.messages[name] = (f"the answer key raised {type(exp).__name__}: {exp}",
-                                      ex.hint)
+                                      ch.hint(name))
                 continue
             reference, cases = exp
             prelude = with_seed(ch.prelude(name), seed)
@@ -145,11 +146,11 @@ def grade_notebook(path: Path, rel: str, course: Course, *, cell_timeout: float 
                 timeout=function_timeout(len(cases), cell_timeout), env=env)
             if problem:
                 res.exercises[name] = "error"
-                res.messages[name] = (f"the function {problem}", ex.hint)
+                res.messages[name] = (f"the function {problem}", ch.hint(name))
                 res.flags.append(f"{name}: the function {problem}")
                 continue
             res.exercises[name], msg = verdict_function(ex, got, reference, cases)
-            res.messages[name] = (msg, ex.hint)
+            res.messages[name] = (msg, ch.hint(name))
     except Exception as exc:  # the tool's own failure on this notebook: that notebook's error
         res.status = "error"
         res.flags.append(f"error: the grader failed on this notebook ({type(exc).__name__}: "
@@ -159,6 +160,27 @@ def grade_notebook(path: Path, rel: str, course: Course, *, cell_timeout: float 
             remove_tree(Path(own_base))
     res.seconds = time.monotonic() - start
     return res
+
+
+def hints_seen(nb) -> dict:
+    """{exercise: hints the student saw}, read from the notebook's saved outputs (the checker
+    prints them) where the checker reports hints (``grading.hints_seen_in``); the outputs are
+    the student's file, so this is information for the instructor, not proof."""
+    try:
+        from ..grading import hints_seen_in
+    except ImportError:
+        return {}
+    text = []
+    for c in nb.cells:
+        if c.get("cell_type") == "code":
+            for o in c.get("outputs", []):
+                if o.get("output_type") == "stream":
+                    text.append(str(o.get("text", "")))
+    try:
+        found = hints_seen_in("\n".join(text))
+        return {str(k): int(v) for k, v in dict(found).items()}
+    except Exception:
+        return {}
 
 
 def _run_kernel(kernel, plan, ch, seed, expected, res, cell_timeout, deadline) -> list:
@@ -201,7 +223,7 @@ def _run_kernel(kernel, plan, ch, seed, expected, res, cell_timeout, deadline) -
                 res.exercises[name] = "error"
                 why = ("ran past the cell time limit and ignored the interrupt"
                        if out.timed_out else "stopped the kernel (exit, crash or memory)")
-                res.messages[name] = (f"the cell {why}", ex.hint)
+                res.messages[name] = (f"the cell {why}", ch.hint(name))
                 res.flags.append(f"{name}: the cell {why}; the kernel was restarted")
                 _revive(kernel, prelude, cell_timeout)
                 continue
@@ -212,14 +234,15 @@ def _run_kernel(kernel, plan, ch, seed, expected, res, cell_timeout, deadline) -
             if isinstance(exp, BaseException):
                 res.exercises[name] = "error"
                 res.messages[name] = (f"the answer key raised {type(exp).__name__}: {exp}",
-                                      ex.hint)
+                                      ch.hint(name))
                 continue
             nonce = new_nonce()
             got = kernel.run(probe_cell(ex.target, nonce), cell_timeout)
-            res.exercises[name], msg = verdict_value(ex, payload(got.text, nonce), exp)
+            res.exercises[name], msg = verdict_value(ex, payload(got.text, nonce), exp,
+                                                     ch.params(name, seed))
             if out.timed_out and res.exercises[name] == "error":
                 msg = f"the cell ran past the {cell_timeout:g} s limit (interrupted)"
-            res.messages[name] = (msg, ex.hint)
+            res.messages[name] = (msg, ch.hint(name))
             if not kernel.alive():
                 _revive(kernel, prelude, cell_timeout)
     except RuntimeError as exc:

@@ -59,11 +59,13 @@ def write_csv(results, path, key: bytes | None = None) -> None:
     with open(tmp, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["student", "notebook", "chapter", "seed", *names, "passed", "total",
-                    "seconds", "status", "flags", "checksum"])
+                    "seconds", "status", "hints seen", "flags", "checksum"])
         for r in results:
             row = [r.student, r.notebook, r.chapter or "", "" if r.seed is None else r.seed,
                    *[r.exercises.get(n, "") for n in names], r.passed, r.total,
-                   f"{r.seconds:.1f}", r.status, "; ".join(r.flags)]
+                   f"{r.seconds:.1f}", r.status,
+                   "; ".join(f"{k}:{v}" for k, v in getattr(r, "hints", {}).items()),
+                   "; ".join(r.flags)]
             w.writerow(row + [row_checksum(row, key)])
     os.replace(tmp, path)
 
@@ -118,7 +120,9 @@ def write_feedback(results, folder) -> list[Path]:
                  f"Chapter {r.chapter or '?'}, seed {r.seed}: {r.passed} of {r.total} passed.", ""]
         for n, v in r.exercises.items():
             msg, hint = r.messages.get(n, ("", ""))
-            lines.append(f"- **{n}** {v.upper()}: {msg}")
+            seen = getattr(r, "hints", {}).get(n)
+            lines.append(f"- **{n}** {v.upper()}: {msg}" + (f" (hints seen: {seen})" if seen
+                                                              else ""))
             if hint and v != "pass":
                 lines.append(f"  - hint: {hint}")
         if r.flags:

@@ -19,9 +19,14 @@ CASE_TIME_LIMIT = 10.0
 
 def _assess(answer, expected, **kw) -> tuple[str, str]:
     """:func:`~scaling_lib.course.grading.assess`, and a plain comparison when describing the miss
-    itself fails (an answer of 1e308 overflows the description): never raises."""
+    itself fails (an answer of 1e308 overflows the description): never raises. ``name`` and
+    ``p`` (to name a listed mistake) are passed only where ``assess`` takes them."""
+    import inspect
+
     from ..grading import FAIL, PASS, assess
 
+    known = inspect.signature(assess).parameters
+    kw = {k: v for k, v in kw.items() if k in known and not (k == "p" and v is None)}
     try:
         return assess(answer, expected, **kw)
     except Exception as exc:
@@ -51,6 +56,7 @@ class Result:
     seconds: float = 0.0
     status: str = "graded"                           # one of STATUSES
     sha256: str = ""                                  # of the submitted file
+    hints: dict = field(default_factory=dict)         # name -> hints seen (saved outputs)
 
     @property
     def passed(self) -> int:
@@ -64,7 +70,8 @@ class Result:
         return {"notebook": self.notebook, "student": self.student, "chapter": self.chapter,
                 "seed": self.seed, "exercises": dict(self.exercises), "passed": self.passed,
                 "total": self.total, "flags": list(self.flags),
-                "seconds": round(self.seconds, 2), "status": self.status, "sha256": self.sha256}
+                "seconds": round(self.seconds, 2), "status": self.status, "sha256": self.sha256,
+                "hints": dict(self.hints)}
 
     def to_json(self) -> dict:
         """Everything, for the per-notebook result file (:meth:`from_json` reads it back)."""
@@ -75,11 +82,12 @@ class Result:
         r = cls(d["notebook"], d.get("student"), d.get("chapter"), d.get("seed"),
                 dict(d.get("exercises", {})),
                 {k: tuple(v) for k, v in d.get("messages", {}).items()}, list(d.get("flags", [])),
-                float(d.get("seconds", 0.0)), d.get("status", "graded"), d.get("sha256", ""))
+                float(d.get("seconds", 0.0)), d.get("status", "graded"), d.get("sha256", ""),
+                dict(d.get("hints", {})))
         return r
 
 
-def verdict_value(ex: Exercise, payload, expected) -> tuple[str, str]:
+def verdict_value(ex: Exercise, payload, expected, p=None) -> tuple[str, str]:
     """(verdict, message) for a ``check`` exercise from the probe's payload."""
     from ..grading import FAIL, NOT_SOLVED
 
@@ -90,7 +98,7 @@ def verdict_value(ex: Exercise, payload, expected) -> tuple[str, str]:
         answer = decode(payload["value"])
     except Exception as exc:  # a hostile payload: any failure is an error
         return "error", f"the answer could not be read back ({type(exc).__name__})"
-    v, msg = _assess(answer, expected, unit=ex.unit, **ex.tolerance)
+    v, msg = _assess(answer, expected, unit=ex.unit, name=ex.name, p=p, **ex.tolerance)
     return {NOT_SOLVED: "unanswered", FAIL: "fail"}.get(v, "pass"), msg
 
 
