@@ -51,6 +51,31 @@ MARKER = "SCALING_LIB_JAIL"     # environment variable carried by every jailed p
 _UID_BASE = 61000               # jails of a root grader run as _UID_BASE + a random offset
 
 
+GUARANTEES = [  # what each mode protects (the instructor guide and the README show this table)
+    {"mode": "bwrap", "needs": "bubblewrap",
+     "files": "system, Python, a read-only copy of the course; private HOME and /tmp",
+     "processes": "only its own (PID namespace)", "network": "none",
+     "left-overs": "none: the PID namespace dies with it"},
+    {"mode": "unshare", "needs": "util-linux unshare and namespaces",
+     "files": "what its user may read (its own uid when the grader is root)",
+     "processes": "only its own (PID namespace)", "network": "none",
+     "left-overs": "none: the PID namespace dies with it"},
+    {"mode": "portable", "needs": "nothing",
+     "files": "what its user may read (your files when the grader is not root)",
+     "processes": "all; without root it can signal the grader (that notebook then fails)",
+     "network": "yes", "left-overs": "found by ancestry and an environment marker, killed"},
+]
+CGROUP_GUARANTEE = ("with cgroups (systemd-run --scope, or a writable cgroup v2/v1 file system) "
+                    "the memory limit and a limit of 64 processes hold for the whole jail, "
+                    "shared memory and tmpfs included; without them memory is limited per "
+                    "process (RLIMIT_AS)")
+
+
+def guarantees() -> list[dict]:
+    """The table of isolation modes and what each protects (a copy of :data:`GUARANTEES`)."""
+    return [dict(row) for row in GUARANTEES]
+
+
 @dataclass(frozen=True)
 class Isolation:
     """What the machine offers: a namespace mode, a cgroup kind (or None), a separate user."""
