@@ -83,8 +83,8 @@ def _grade(args) -> int:
     from .course import gradebook as gb
     from .course import sandbox
 
-    key = gb.grading_key(args.key_file)
     if args.verify:
+        key = gb.grading_key(args.key_file)
         if not Path(args.verify).is_file():
             raise UsageError(f"grade: --verify {args.verify!r} is not a file; give the gradebook "
                              "CSV written by grade")
@@ -125,6 +125,7 @@ def _grade(args) -> int:
                   file=sys.stderr, flush=True)
 
     out.parent.mkdir(parents=True, exist_ok=True)
+    key = gb.grading_key(args.key_file)
     results = gb.grade_folder(folder, course=course, cell_timeout=args.timeout,
                               notebook_timeout=args.notebook_timeout,
                               memory_bytes=int(args.memory * 2**20), seeds=seeds,

@@ -218,6 +218,15 @@ def _has_marker(pid: int, token: str) -> bool:
         return False
 
 
+def _alive(pid: int) -> bool:
+    """Running (not a zombie waiting to be collected)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return text[text.rfind(")") + 2:].split()[0] != "Z"
+
+
 def descendants(root: int) -> set[int]:
     """Every process below ``root`` in the process tree (read from /proc)."""
     parent = {}
@@ -233,15 +242,14 @@ def descendants(root: int) -> set[int]:
     return out
 
 
-def reap() -> None:
-    """Collect exited children (zombies), so they stop counting as processes."""
-    while True:
+def reap(pids) -> None:
+    """Collect those of ``pids`` that are exited children of this process (zombies, e.g. adopted
+    orphans), so they stop counting as processes; other children are left to their owners."""
+    for pid in pids:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
+            os.waitpid(pid, os.WNOHANG)
+        except (ChildProcessError, OSError):
+            pass
 
 
 # ---- the jail ------------------------------------------------------------------------------------
@@ -457,7 +465,8 @@ class Jail:
                     p.wait(timeout=0.05)
                 except subprocess.TimeoutExpired:
                     pass
-            reap()
+            reap(left)
+            left = {p for p in left if _alive(p)}
             if not left and all(p.poll() is not None for p in self.procs):
                 return True
             if time.monotonic() > deadline:

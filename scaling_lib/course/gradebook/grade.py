@@ -382,7 +382,10 @@ def grade_folder(folder, *, course=None, cell_timeout=60.0, notebook_timeout=600
         tmp_results = results_dir = tempfile.mkdtemp(prefix="grader-results-")
     results_dir = Path(results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
+    from ..sandbox import descendants
+
     become_subreaper()
+    spare = frozenset(descendants(os.getpid()))   # the host program's own children
     base = tempfile.mkdtemp(prefix="grader-", dir=_scratch_root())
     os.chmod(base, 0o711)
     n_workers = max(1, min(workers or os.cpu_count() or 1, 4))
@@ -431,7 +434,7 @@ def grade_folder(folder, *, course=None, cell_timeout=60.0, notebook_timeout=600
                 if progress:
                     progress(r)
     finally:
-        _kill_everything_below_us()
+        _kill_everything_below_us(spare)
         remove_tree(Path(base))
         if tmp_results:
             remove_tree(Path(tmp_results))
@@ -479,16 +482,18 @@ def _kill_tree(pid: int) -> None:
         time.sleep(0.05)
 
 
-def _kill_everything_below_us() -> None:
-    """Kill every descendant of this process (orphans of jails were adopted by it, a subreaper),
-    until none is left; then the report may be written."""
+def _kill_everything_below_us(spare: frozenset = frozenset()) -> None:
+    """Kill every descendant of this process except ``spare`` (those that were there before the
+    grading started): orphans of jails were adopted by it (a subreaper); until none is left;
+    then the report may be written."""
     from ..sandbox import descendants, reap
 
     me = os.getpid()
     deadline = time.monotonic() + 30
     while True:
-        reap()
-        left = [p for p in descendants(me) if _is_grader_child(p)]
+        found = descendants(me) - spare
+        reap(found)
+        left = [p for p in found if _is_grader_child(p)]
         if not left:
             return
         for p in left:
