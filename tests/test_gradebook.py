@@ -175,7 +175,7 @@ def test_kernel_memory_limit_holds_for_children(tmp_path):
 
     with Kernel(str(tmp_path), memory_bytes=512 * 2**20) as k:
         out = k.run("x = bytearray(1024 * 2**20)", 30)
-        # per process (RLIMIT_AS): MemoryError; per jail (cgroup): the kernel is killed
+        # per process (RLIMIT_DATA): MemoryError; per jail (cgroup): the kernel is killed
         assert "MemoryError" in out.error or out.died
         if out.died:
             k.restart()

@@ -13,7 +13,7 @@ Modes, strongest first (the instructor guide has the table of guarantees):
 - ``unshare`` (util-linux): PID, network, IPC and mount namespaces, the same kill guarantee, no
   network; files are protected only by permissions (each jail runs as its own user when the
   grader is root).
-- ``portable``: ``setrlimit`` (memory, file size, core), its own session, its own user when the
+- ``portable``: ``setrlimit`` (heap memory, file size, core), its own session, its own user when the
   grader is root; every process of the jail is found by its ancestry (the grader is a child
   subreaper, so orphans come back to it) and by an environment marker, and killed. It does NOT
   hide files the grader's user can read, the network, or other processes; without root a kernel
@@ -21,7 +21,8 @@ Modes, strongest first (the instructor guide has the table of guarantees):
 
 Limits on memory and on the number of processes that hold for every process of a jail together
 need cgroups: ``systemd`` (``systemd-run --scope``, cgroup v2), ``v2`` or ``v1`` (a writable
-cgroup file system). Without them the memory limit is per process (``RLIMIT_AS``) and the number
+cgroup file system). Without them the memory limit is per process (``RLIMIT_DATA``: heap and
+private maps, not shared maps; address space that JAX merely reserves is not counted) and the number
 of processes is bounded only by the time limit.
 
 Needs ``jupyter_client`` and ``ipykernel`` (imported lazily) for :class:`Kernel`.
@@ -68,7 +69,7 @@ GUARANTEES = [  # what each mode protects (the instructor guide and the README s
 CGROUP_GUARANTEE = ("with cgroups (systemd-run --scope, or a writable cgroup v2/v1 file system) "
                     "the memory limit and a limit of 64 processes hold for the whole jail, "
                     "shared memory and tmpfs included; without them memory is limited per "
-                    "process (RLIMIT_AS)")
+                    "process (RLIMIT_DATA: heap and private maps, not shared ones)")
 
 
 def guarantees() -> list[dict]:
@@ -96,8 +97,8 @@ class Isolation:
                 gaps.append("student code runs as your user: it can read and write your files "
                             "and signal the grader (the watchdog then fails that notebook)")
         if self.cgroup is None:
-            gaps.append("memory is limited per process, not per jail, and the number of "
-                        "processes only by the time limit")
+            gaps.append("memory is limited per process (heap and private maps), not per jail "
+                        "or for shared maps, and the number of processes only by the time limit")
         if not gaps:
             return ""
         return (f"isolation '{self.mode}'" + (f" with cgroup {self.cgroup}" if self.cgroup else "")
@@ -277,7 +278,7 @@ class Jail:
 
     ``base`` is a grader-owned folder (mode 0711) under which the jail's folder is made; ``ro``
     lists extra paths the jail may read (the course snapshot). ``memory_bytes`` and
-    ``max_processes`` bound the whole jail with cgroups, else each process (``RLIMIT_AS``).
+    ``max_processes`` bound the whole jail with cgroups, else each process (``RLIMIT_DATA``).
     """
 
     def __init__(self, isolation: Isolation, base: str | Path, *, memory_bytes: int | None,
@@ -412,7 +413,8 @@ class Jail:
         return proc
 
     def launcher_args(self) -> list[str]:
-        """Arguments for :data:`LAUNCH`: memory (per process), file size, uid to become."""
+        """Arguments for :data:`LAUNCH`: memory (per process, when no cgroup limits the jail),
+        file size, uid to become."""
         per_process = 0 if self.cgroups or self.iso.cgroup == "systemd" else int(
             self.memory_bytes or 0)
         return [str(per_process), str(self.home_bytes), str(self.uid or 0)]
@@ -513,7 +515,7 @@ def remove_tree(path: Path) -> None:
 LAUNCH = """import os, resource, runpy, sys
 mem, fsize, uid = (int(sys.argv.pop(1)) for _ in range(3))
 if mem:
-    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+    resource.setrlimit(resource.RLIMIT_DATA, (mem, mem))
 resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 if uid:
