@@ -92,7 +92,8 @@ def verdict_value(ex: Exercise, payload, expected, p=None) -> tuple[str, str]:
     from ..grading import FAIL, NOT_SOLVED
 
     if not isinstance(payload, dict) or "value" not in payload:
-        why = (payload or {}).get("missing", "no answer came back")
+        why = (payload.get("missing") if isinstance(payload, dict) else None) or \
+            "no answer came back"
         return "error", f"no `{ex.target}` after the cell ran ({why})"
     try:
         answer = decode(payload["value"])
