@@ -326,3 +326,28 @@ def test_a_jail_kills_what_escapes_it(tmp_path, mode):
     left = subprocess.run(["pgrep", "-f", "sleep 30[01]$"], capture_output=True, text=True)
     mine = [p for p in left.stdout.split() if sandbox._has_marker(int(p), jail.token)]
     assert mine == [] and not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "unshare", "portable"])
+def test_a_kernel_in_every_mode(tmp_path, mode):
+    import subprocess
+
+    from scaling_lib.course import sandbox
+
+    iso = sandbox.detect(mode)
+    if iso.mode != mode:
+        pytest.skip(f"{mode} does not work on this machine")
+    assert (iso.warning() == "") == (mode == "bwrap" and iso.cgroup is not None)
+    with sandbox.Kernel(str(tmp_path), memory_bytes=2**30, isolation=iso) as k:
+        assert k.run("print(6 * 7)", 60).text.strip() == "42"
+        k.run("import subprocess; subprocess.Popen(['setsid', 'sleep', '302'])", 60)
+        out = k.run("while True:\n    pass", 2)
+        assert out.timed_out and not out.died                      # interrupted, alive
+        assert k.run("print(1)", 30).text.strip() == "1"
+        if mode != "portable":   # a PID namespace: only the jail's own processes are visible
+            n = k.run("import os; print(sum(p.isdigit() for p in os.listdir('/proc')))", 30)
+            assert int(n.text) < 10
+        token = k.jail.token
+    left = subprocess.run(["pgrep", "-f", "sleep 302$"], capture_output=True, text=True)
+    assert not [p for p in left.stdout.split() if sandbox._has_marker(int(p), token)]
+    assert not any(tmp_path.iterdir())
