@@ -159,3 +159,14 @@ def test_step_time_splits_compute_over_cp_and_times_every_variant():
                                     calibration=DEFAULT_CALIBRATION) * x.count
                        for x in cx.comms(cfg, plan, B, T))
             assert math.isclose(cp.time, want, rel_tol=1e-9), (v, plan)
+
+
+def test_cp_for_context_counts_the_micro_batches_in_flight():
+    """With pipeline stages, 1F1B keeps min(pp, m) micro-batches in flight on the first stage:
+    a step of 16 sequences needs more cp than one of dp = 1 sequence."""
+    base = ParallelPlan(tp=8, pp=16, recompute="full")
+    one = cx.cp_for_context("llama3-405b", 131072, "h100", base)
+    many = cx.cp_for_context("llama3-405b", 131072, "h100", base, global_batch=16)
+    assert many > one
+    with pytest.raises(ValueError, match="global_batch=3 must be one multiple of dp=2"):
+        cx.cp_for_context("llama3-405b", 131072, "h100", base.with_changes(dp=2), global_batch=3)

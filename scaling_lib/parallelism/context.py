@@ -312,11 +312,13 @@ def best_variant(cfg, cp, T, accelerator, bytes_per_s, *, b=1, tp=1, topology="s
 
 
 def cp_for_context(cfg, T, budget_bytes, plan: ParallelPlan | None = None, *,
-                   max_cp=MAX_DEVICES, **options) -> int:
+                   max_cp=MAX_DEVICES, global_batch=None, **options) -> int:
     """The smallest power-of-two cp with which one sequence of T tokens fits in the budget.
 
     Memory per device is :func:`scaling_lib.memory.training_memory` of ``plan`` (default one
-    device) with cp changed, one sequence per micro-batch (``options`` are its keywords);
+    device) with cp changed, one sequence per micro-batch (``options`` are its keywords), and
+    ``global_batch`` sequences per step (default dp: one micro-batch per pipeline; with
+    pp > 1 pass the step's batch, since 1F1B keeps min(pp, m) micro-batches in flight);
     ``budget_bytes`` is a number of bytes or an accelerator name (its HBM). ZeRO shards over
     dp·cp, so with ``zero`` the model states shrink with cp too. Raises ValueError if no cp up
     to ``max_cp`` (and T / 2) fits.
@@ -330,6 +332,10 @@ def cp_for_context(cfg, T, budget_bytes, plan: ParallelPlan | None = None, *,
     plan = check_plan(ParallelPlan() if plan is None else plan)
     check_step_args(plan, 1, T, options)  # options must be training_memory's keywords
     max_cp = check_count("max_cp", max_cp)
+    B = plan.dp if global_batch is None else int(check_count("global_batch", global_batch))
+    if np.ndim(B) or B % plan.dp:
+        raise ValueError(f"global_batch={global_batch!r} must be one multiple of dp={plan.dp} "
+                         "(one sequence per micro-batch)")
     if isinstance(budget_bytes, str):
         budget = float(hardware.get(budget_bytes).hbm_bytes)
     else:
@@ -337,7 +343,7 @@ def cp_for_context(cfg, T, budget_bytes, plan: ParallelPlan | None = None, *,
     cp, tried = 1, []
     while cp <= min(max_cp, T // 2 if T > 1 else 1) and plan.world_size * cp <= MAX_DEVICES:
         p = plan.with_changes(cp=cp, micro_batch=1)
-        total = float(_memory.training_memory(c, p, p.dp, T, **options).total)
+        total = float(_memory.training_memory(c, p, B, T, **options).total)
         tried.append((cp, total))
         if total <= budget and T % (2 * cp if cp > 1 else 1) == 0:
             return cp
