@@ -41,6 +41,12 @@ class Accelerator:
     year: int = 0
     source: str = ""
     internals: object = None  # GPUInternals, TPUInternals or None where unpublished
+    # What the driver reports as the device's total memory (nvidia-smi's "Memory-Usage" total),
+    # the capacity a run can really fill; 0: not measured, use hbm_bytes. The datasheet's "80 GB"
+    # is not this number: an H100 SXM reports 81,559 MiB = 85.5e9 bytes, an A100 80GB 81,920 MiB,
+    # an A100 40GB 40,960 MiB (nvidia-smi totals collected in modal-labs/modal-client#2797; the
+    # H100 figure also in NVIDIA/nccl#1264's nvidia-smi output).
+    usable_hbm_bytes: float = 0.0
 
     def __post_init__(self):
         if not isinstance(self.name, str):
@@ -56,8 +62,18 @@ class Accelerator:
         object.__setattr__(self, "peak_flops", MappingProxyType(peaks))
         check_positive("hbm_bytes", self.hbm_bytes, allow_zero=True)  # 0: not known
         check_positive("hbm_bytes_per_s", self.hbm_bytes_per_s)
+        check_positive("usable_hbm_bytes", self.usable_hbm_bytes, allow_zero=True)
         check_positive("link_bytes_per_s", self.link_bytes_per_s, allow_zero=True)
         check_int("n_links", self.n_links)
+
+    @property
+    def memory_capacity_bytes(self) -> float:
+        """Bytes a run can fill: the driver-reported total where measured, else ``hbm_bytes``.
+
+        >>> get("h100").memory_capacity_bytes / 2**20
+        81559.0
+        """
+        return self.usable_hbm_bytes or self.hbm_bytes
 
     @property
     def dtypes(self) -> tuple[str, ...]:
@@ -188,6 +204,7 @@ ACCELERATORS: dict[str, Accelerator] = {
                        "int8": 624e12, "fp64": 19.5e12}, 40e9, 1.555e12,
                       link_bytes_per_s=300e9, n_links=12, n_cores=108, year=2020,
                       source=f"{_NV} A100 Tensor Core GPU datasheet (SXM4 40GB)",
+                      usable_hbm_bytes=40960 * 2**20,
                       internals=_gpu(_A100_INSIDE, _A100_MEM, 40e9, 1.555e12)),
     # Same chip with HBM2e: 80GB at 2,039 GB/s (A100 datasheet, SXM4 80GB).
     "a100-80gb": _acc("a100-80gb", "gpu",
@@ -195,6 +212,7 @@ ACCELERATORS: dict[str, Accelerator] = {
                        "int8": 624e12, "fp64": 19.5e12}, 80e9, 2.039e12,
                       link_bytes_per_s=300e9, n_links=12, n_cores=108, year=2020,
                       source=f"{_NV} A100 Tensor Core GPU datasheet (SXM4 80GB)",
+                      usable_hbm_bytes=81920 * 2**20,
                       internals=_gpu(_A100_INSIDE, _A100_MEM, 80e9, 2.039e12)),
     # NVIDIA H100 datasheet (SXM5): 989.4 TF bf16 dense (1,979 "with sparsity"), 1,978.9 fp8,
     # 494.7 tf32, 67 fp32 (non-tensor); 80GB HBM3 at 3.35 TB/s; NVLink 4: 18 links x 25 GB/s
@@ -204,6 +222,7 @@ ACCELERATORS: dict[str, Accelerator] = {
                   "tf32": 494.7e12, "fp32": 66.9e12, "fp64": 66.9e12}, 80e9, 3.35e12,
                  link_bytes_per_s=450e9, n_links=18, n_cores=132, year=2022,
                  source=f"{_NV} H100 Tensor Core GPU datasheet (SXM5)",
+                 usable_hbm_bytes=81559 * 2**20,
                  internals=_gpu(_H100_INSIDE, _H100_MEM, 80e9, 3.35e12)),
     # NVIDIA H200 datasheet (SXM): same compute as H100; 141GB HBM3e at 4.8 TB/s.
     "h200": _acc("h200", "gpu",
