@@ -576,3 +576,22 @@ def test_fp8_linear_inputs():
     saved_per_token = 2 * c.D / t + c.F / t - c.N * c.H / t
     assert math.isclose(bf16 - fp8, c.L * 8192 * saved_per_token)
     assert fp8 > mem.training_memory(c, plan, 1, 8192, dtype="fp8")["activations"]
+
+
+@pytest.mark.parametrize("field, a, b, base", [
+    ("dp", 8, 16, dict(zero=1)), ("tp", 2, 4, {}), ("pp", 2, 4, {}), ("cp", 2, 4, {}),
+    ("ep", 2, 4, dict(dp=8)), ("zero", 1, 3, dict(dp=8)), ("micro_batch", 1, 2, {}),
+    ("virtual_stages", 2, 4, dict(pp=4, schedule="interleaved")),
+    ("schedule", "1f1b", "gpipe", dict(pp=4)), ("recompute", "none", "full", {}),
+    ("sequence_parallel", False, True, dict(tp=4)), ("shard_group", 4, None, dict(dp=16, zero=3)),
+    ("cp_variant", "allgather", "ring", dict(cp=4)),
+    ("pp_layout", "even", "light_ends", dict(pp=4)),
+    ("reshard_after_forward", True, False, dict(dp=8, zero=3, pp=2))])
+def test_every_plan_field_changes_memory(field, a, b, base):
+    # one MoE model with 30 layers (light_ends splits 32 over 4 stages) so every field applies
+    c = models.TransformerConfig(L=30, D=1024, F=4096, N=16, K=4, H=64, V=32000, E=8, k=2)
+    kw = {"dp": 4, **base}
+    pa, pb = ParallelPlan(**{**kw, field: a}), ParallelPlan(**{**kw, field: b})
+    B = 16 * max(pa.dp * pa.micro_batch, pb.dp * pb.micro_batch)
+    ma, mb = (mem.training_memory(c, p, B, 4096) for p in (pa, pb))
+    assert ma.total != mb.total, field
