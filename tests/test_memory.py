@@ -439,6 +439,12 @@ def test_in_flight_micro_batches_per_schedule():
     assert math.isclose(mem.in_flight_microbatches(il, 32), p * (1 + (p - 1) / (p * v)))
     assert math.isclose(mem.in_flight_microbatches(il, 32, stage="last"), ((v - 1) * p + 1) / v)
     assert mem.in_flight_microbatches(ParallelPlan(pp=p, schedule="gpipe"), 32) == 32
+    # Megatron's microbatch_group_size_per_vp_stage N (default p; tunable in Llama 3's schedule):
+    # warm-up 2(p-1) + (v-1)N chunk forwards
+    assert math.isclose(mem.in_flight_microbatches(il, 32, microbatch_group=2),
+                        (2 * (p - 1) + (v - 1) * 2 + 1) / v)
+    assert mem.in_flight_microbatches(il, 32, microbatch_group=p) == \
+        mem.in_flight_microbatches(il, 32)
 
 
 def test_zero3_gathered_weights_reshard_or_keep():
