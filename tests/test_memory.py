@@ -601,3 +601,17 @@ def test_every_plan_field_changes_memory(field, a, b, base):
     B = 16 * max(pa.dp * pa.micro_batch, pb.dp * pb.micro_batch)
     ma, mb = (mem.training_memory(c, p, B, 4096) for p in (pa, pb))
     assert ma.total != mb.total, field
+
+
+def test_moe_capacity_and_dispatch_buffers():
+    # a capacity factor sizes each expert's buffer for cf times its even share of the k copies
+    c = models.get("mixtral-8x7b")
+    dropless = mem.activation_breakdown(c, 1, 4096)["mlp hidden"]
+    capped = mem.activation_breakdown(c.with_changes(capacity_factor=1.25), 1, 4096)["mlp hidden"]
+    per_copy = (3 * c.F_e + c.D) * 2 * 4096
+    assert math.isclose(capped - dropless, 0.25 * c.k * per_copy)
+    # expert parallelism adds the dispatch all-to-all's send and receive buffers
+    plan = ParallelPlan(dp=8, zero=1)
+    no_ep = mem.training_memory(c, plan, 8, 4096, reserve=False).get("communication buffers", 0.0)
+    ep = mem.training_memory(c, plan.with_changes(ep=8), 8, 4096, reserve=False)
+    assert math.isclose(ep["communication buffers"] - no_ep, 2 * c.k * 4096 * c.D * 2)

@@ -23,7 +23,7 @@ fp32 logits):
   stage, for one micro-batch.
 - ``communication buffers``: ZeRO-2 reduce buckets, ZeRO-3 reduce-scatter inputs, the hidden
   states a pipeline stage sends on, context-parallel K/V blocks, the sequence-parallel all-gather
-  output.
+  output, the expert all-to-all's send and receive buffers.
 - ``runtime reserve``: CUDA context and NCCL's buffers per communicator, outside the allocator.
 - ``allocator fragmentation``: a share of the allocated bytes the caching allocator cannot reuse.
 
@@ -136,7 +136,11 @@ def _communication_buffers(c, P, tokens, S, held, unit, o):
                                        np.where(variant == 1, 2 * kv_mb, 0.0)), 0.0)
     # sequence parallelism: the all-gathered input of the column-parallel linear in use
     sp_buf = np.where(P["sequence_parallel"] & (tp > 1), act_mb, 0.0)
-    return dp_buf + pp_buf + cp_buf + sp_buf
+    # expert parallelism: the dispatch all-to-all's send and receive buffers, k copies of the
+    # device's tokens each way (its 1/tp share with sequence parallelism)
+    ep_buf = np.where(P["ep"] > 1, 2 * c.k * act_mb / np.where(P["sequence_parallel"], tp, 1.0),
+                      0.0) if c.is_moe else 0.0
+    return dp_buf + pp_buf + cp_buf + sp_buf + ep_buf
 
 
 def _runtime_reserve(P, S, o):
