@@ -216,7 +216,7 @@ def assemble(c, cluster, P, B, T, *, dtype, cal, flash, causal, overlap_grad_red
     exposed = m * path_mb + dpp["z3"] + dpp["dp_exposed"]
     step = compute_time + exposed + bubble + dpp["opt"] + dpp["ag_opt"]
     mfu, hfu = _utilisation(c, P, B, T, step, acc, dtype)
-    mem_parts = memory_arrays(c, P, m, T, a, recipe, flash, params)
+    mem_parts = memory_arrays(c, P, B, T, dtype, recipe, flash, cluster)
     mem = sum(mem_parts.values())
     out = dict(step_time=step, compute_time=compute_time, exposed_comm_time=exposed + dpp["ag_opt"],
                bubble_time=bubble, optimizer_time=dpp["opt"], memory_bytes=mem,
