@@ -314,8 +314,8 @@ def _estimate(args) -> int:
                                          "headroom_bytes": args.headroom * 1e9,
                                          "calibration": args.calibration}, indent=2))
         return 0
-    print(f"{cfg.name or 'model'} on {cluster.name}, batch {args.global_batch} x "
-          f"{args.seq_len} tokens" + (f", {args.dtype}" if args.dtype != "bf16" else "")
+    print(f"{cfg.name or 'model'} on {cluster.name}, batch {count(args.global_batch)} x "
+          f"{count(args.seq_len)} tokens" + (f", {args.dtype}" if args.dtype != "bf16" else "")
           + (f", calibration {args.calibration}" if args.calibration else ""))
     print(f"plan: {_plan_text(plan)}")
     rows = [["", "value"], ["step time", duration(est.step_time)],
@@ -475,7 +475,7 @@ def _plan(args) -> int:
                                 (f", calibration {args.calibration}" if args.calibration
                                  else "")))
     print(f"{cfg.name or 'model'} ({n_params / 1e9:.1f}B params) on {cluster.name}, batch "
-          f"{args.global_batch} x {args.seq_len}, {_tokens(tokens)}{extra}; "
+          f"{count(args.global_batch)} x {count(args.seq_len)}, {_tokens(tokens)}{extra}; "
           f"{res.n_plans:,} plans searched, {len(res):,} run, in {res.seconds:.2f} s")
     head = ["#", "GPUs", "plan", "step", "MFU", "memory", "days", "GPU-hours"]
     if args.price_per_gpu_hour:
@@ -519,6 +519,9 @@ def _optimal(args) -> int:
     cal = load_calibration(args)
     if args.utilization is not None and args.utilization > 1:
         raise UsageError(f"--utilization {args.utilization:g} must be a fraction in (0, 1]")
+    if not math.isfinite(cluster.peak_flops_per_s * args.days * planner.SECONDS_PER_DAY):
+        raise UsageError(f"--days {args.days:g}: the cluster's FLOPs over that long overflow a "
+                         "float (about 1.8e308); choose fewer days")
     n100, d100 = planner.compute_optimal(cluster, args.days)
     if args.utilization is not None:
         u = args.utilization
