@@ -180,6 +180,15 @@ def test_bad_files(tmp_path, capsys, text, needle):
     assert code == 2 and needle in err and err.count("\n") == 1
 
 
+def test_bad_output_path(tmp_path, capsys):
+    path = write_csv(tmp_path / "m.csv", synthetic_rows()[:2])
+    for out in (tmp_path / "no" / "c.json", tmp_path / "c.txt"):
+        code = cli.main(["calibrate", str(path), "--out", str(out)])
+        err = capsys.readouterr().err
+        assert code == 2 and "must name a .json file in an existing folder" in err
+        assert err.count("\n") == 1
+
+
 def test_bad_calibration_files(tmp_path):
     p = tmp_path / "c.json"
     p.write_text("{not json")
