@@ -8,7 +8,7 @@ the hundreds. The n devices hold ``replicas`` copies of the model, each tp-way t
 and pp pipeline stages (:mod:`.layout`); with B_r = B / replicas sequences per copy:
 
     TPOT  = decode step of a micro-batch B_r/m over tp devices (m = min(pp, B_r) in flight)
-          = max(F/(tp·C), bytes/(tp·W_hbm)) + (2L+1) all-reduces + pp sends + launch
+          = max(max(F/(tp·C), bytes/(tp·W_hbm)) + (2L+1) all-reduces + pp sends, launch floor)
     TTFT  = the batch's B_r·P prompt tokens in chunks of c tokens (chunked prefill, Sarathi-Serve:
             Agrawal et al., OSDI 2024) or in one pass (static batching, the teaching baseline):
             n_chunks·t_chunk (pipelined over the pp stages)
@@ -140,8 +140,8 @@ def _evaluate(c, acc, lay, B, P, G, dtype, kv_dtype, mfu, chunk, cuda_graphs):
     # ---- decode: the one home of the time per output token
     dec = inference.decode_step_parts(c, bm, S, acc, tp * pp, dtype, kv_dtype, tp=tp, pp=pp,
                                       launch=True, cuda_graphs=cuda_graphs)
-    tpot = (np.maximum(dec["compute"], dec["memory"]) + dec["communication"] + dec["pipeline"]
-            + dec["launch"])
+    tpot = np.maximum(np.maximum(dec["compute"], dec["memory"]) + dec["communication"]
+                      + dec["pipeline"], dec["launch"])  # the launch is a floor
     # ---- prefill: B_r·P prompt tokens in chunks of c tokens (static: one chunk of them all)
     prompt = Br * P
     ck = prompt if chunk is None else np.minimum(float(chunk), prompt)
@@ -154,7 +154,7 @@ def _evaluate(c, acc, lay, B, P, G, dtype, kv_dtype, mfu, chunk, cuda_graphs):
     t_comm = (inference.tp_decode_comm_time(c, ck, tp, accelerator=acc, dtype=act)
               + inference.pipeline_send_time(c, ck, tp, pp, acc, dtype=act))
     t_launch = inference.launch_time(c, pp=pp, cuda_graphs=cuda_graphs)
-    t_chunk = np.maximum(t_math, t_mem) + t_comm + t_launch
+    t_chunk = np.maximum(np.maximum(t_math, t_mem) + t_comm, t_launch)
     ttft = t_chunk + (n_chunks - 1) * t_chunk / pp           # chunks pipeline over the stages
     # ---- throughput: static (prefill, then decode) or chunked (prefill rides along)
     if chunk is None:
@@ -168,9 +168,8 @@ def _evaluate(c, acc, lay, B, P, G, dtype, kv_dtype, mfu, chunk, cuda_graphs):
         r_mem = np.asarray(dec["memory"]) + (n_it - 1) * w_read / (tp * W)             + r * transformer.kv_cache_bytes(c, 1, 1, kv_dtype) * ride / (tp * W)
         per_it = (bm + ride) / n_it
         r_rest = n_it * (inference.tp_decode_comm_time(c, per_it, tp, accelerator=acc, dtype=act)
-                         + inference.pipeline_send_time(c, per_it, tp, pp, acc, dtype=act)
-                         + t_launch)
-        t_round = np.maximum(r_math, r_mem) + r_rest
+                         + inference.pipeline_send_time(c, per_it, tp, pp, acc, dtype=act))
+        t_round = np.maximum(np.maximum(r_math, r_mem) + r_rest, n_it * t_launch)
         tokens_per_s = np.asarray(B, dtype=float) / t_round
     # ---- memory per device
     Bmax = np.ceil(Br)
@@ -185,11 +184,12 @@ def _evaluate(c, acc, lay, B, P, G, dtype, kv_dtype, mfu, chunk, cuda_graphs):
         ttft=ttft, tpot=tpot, tpot_mixed=t_round, tokens_per_s=tokens_per_s,
         decode_tokens_per_s=np.asarray(B, dtype=float) / tpot, latency=ttft + G * tpot,
         fits=total <= acc.hbm_bytes, mem=mem,
-        prefill_bound=_bound(compute=t_math, memory=t_mem, communication=t_comm,
-                             launch=t_launch + 0.0 * t_math),
-        decode_bound=_bound(compute=dec["compute"], memory=dec["memory"],
-                            communication=np.asarray(dec["communication"]) + dec["pipeline"],
-                            launch=dec["launch"]),
+        prefill_bound=np.where(t_launch > np.maximum(t_math, t_mem) + t_comm, "launch",
+                               _bound(compute=t_math, memory=t_mem, communication=t_comm)),
+        decode_bound=np.where(np.asarray(dec["launch"]) >= tpot, "launch",
+                              _bound(compute=dec["compute"], memory=dec["memory"],
+                                     communication=np.asarray(dec["communication"])
+                                     + dec["pipeline"])),
         ok=Br >= 1)
 
 
@@ -390,8 +390,8 @@ def decode_time_breakdown(cfg, accelerator, n_devices, *, batch, context, dtype=
     the kv copies of tp > K, over n/pp devices), "flops" is its compute, "communication" its
     all-reduces and pipeline sends, "launch" its launch floor (0 with ``launch=False``). The step
     (:func:`scaling_lib.inference.decode_step_time`, :func:`estimate`'s TPOT for that layout) is
-    max(weights + kv cache, flops) + communication + launch: the first three overlap, the rest
-    does not. Broadcasts over an array of ``batch``.
+    max(max(weights + kv cache, flops) + communication, launch): the first three overlap, the
+    communication does not, and the launch is a floor. Broadcasts over an array of ``batch``.
 
     >>> t = decode_time_breakdown("llama3-70b", "h100", 8, batch=1, context=1152)
     >>> {k: round(v * 1e3, 2) for k, v in t.items() if k != "communication"}  # ms
