@@ -115,6 +115,17 @@ def torus_terms(collective, axes):
     if kind == "all-reduce":
         s, b = torus_terms("all-gather", axes)
         return 2 * s, 2 * b
+    rule = (f"axes={axes!r} must be a list of (members k >= 1, wraps: bool, spacing d >= 1) "
+            "per torus axis")
+    try:
+        axes = [(k, w, d) for k, w, d in axes]
+    except (TypeError, ValueError):
+        raise ValueError(rule) from None
+    for k, w, d in axes:
+        if (not isinstance(w, (bool, np.bool_)) or isinstance(k, bool) or isinstance(d, bool)
+                or not isinstance(k, (int, np.integer)) or not isinstance(d, (int, np.integer))
+                or k < 1 or d < 1):
+            raise ValueError(rule)
     axes = [(int(k), bool(w), int(d)) for k, w, d in axes if k > 1]
     s = float(sum(d * (k // 2 if w else k - 1) for k, w, d in axes))
     total = math.prod(k for k, _, _ in axes)

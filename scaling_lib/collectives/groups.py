@@ -143,10 +143,21 @@ def _intra(kind, V, m, st, cluster, link, *, whole, algorithms):
 def _outer(kind, V, k, link, accelerator, algorithms):
     """Seconds of one phase across k nodes or pods (full bisection; ring or tree)."""
     w, a = link
+    if not np.any(k > 1):
+        return np.zeros(np.broadcast(V, k).shape)
     names = available(kind, accelerator, nodes=2, algorithms=algorithms)
     times = algorithm_times(kind, V, k, w, a, names)
     t = functools.reduce(np.minimum, times.values())
     return np.where(k > 1, t, 0.0)
+
+
+def _pick(cond, if_true, if_false):
+    """np.where(cond, if_true(), if_false()), computing only the branches some element takes."""
+    if np.all(cond):
+        return np.broadcast_to(if_true(), cond.shape)
+    if not np.any(cond):
+        return np.broadcast_to(if_false(), cond.shape)
+    return np.where(cond, if_true(), if_false())
 
 
 def group_time(kind, nbytes, group_size, stride, cluster, *, calibration=None, algorithms=None):
@@ -202,18 +213,21 @@ def group_time(kind, nbytes, group_size, stride, cluster, *, calibration=None, a
     if kind == "all-reduce":
         # the top level all-reduces; the levels below reduce-scatter and all-gather (2 phases)
         half = "all-gather"
-        t_in = np.where(whole_node,
-                        _intra("all-reduce", V, m, st, cluster, links["intra-node"], whole=True,
-                               algorithms=algorithms),
-                        2 * _intra(half, V, m, st, cluster, links["intra-node"], whole=False,
-                                   algorithms=algorithms))
+        t_in = _pick(whole_node,
+                     lambda: _intra("all-reduce", V, m, st, cluster, links["intra-node"],
+                                    whole=True, algorithms=algorithms),
+                     lambda: 2 * _intra(half, V, m, st, cluster, links["intra-node"],
+                                        whole=False, algorithms=algorithms))
         V2 = V / m
-        top_node = k_pod == 1
-        t_node = np.where(top_node,
-                          _outer("all-reduce", V2, k_node, links["inter-node"], acc, algorithms),
-                          2 * _outer(half, V2, k_node, links["inter-node"], acc, algorithms))
-        t_pod = _outer("all-reduce", V2 / k_node, k_pod, links["inter-pod"], acc, algorithms)
-        t = t_in + t_node + t_pod
+        t_node = _pick(k_pod == 1,
+                       lambda: _outer("all-reduce", V2, k_node, links["inter-node"], acc,
+                                      algorithms),
+                       lambda: 2 * _outer(half, V2, k_node, links["inter-node"], acc,
+                                          algorithms))
+        t = t_in + t_node
+        if np.any(k_pod > 1):
+            t = t + _outer("all-reduce", V2 / k_node, k_pod, links["inter-pod"], acc,
+                           algorithms)
     else:
         t = (_intra(kind, V, m, st, cluster, links["intra-node"], whole=False,
                     algorithms=algorithms)
