@@ -24,23 +24,54 @@ def _nodes_on(tree, lines: set):
             yield node
 
 
+def _python(src: str) -> str:
+    """The cell as the kernel runs it: IPython's own translation of ``%`` and ``!`` lines into
+    calls (``get_ipython().run_line_magic(...)``), so code behind a magic is scanned too; the
+    ``%%graded`` line is blanked (line numbers kept)."""
+    lines = src.splitlines()
+    if lines and lines[0].startswith("%%graded"):
+        lines[0] = "pass"  # not blank: IPython drops leading blank lines, shifting the numbers
+    text = "\n".join(lines)
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        out = TransformerManager().transform_cell(text)
+        if out.count("\n") + 1 >= len(lines):
+            return out
+    except Exception:
+        pass
+    return "\n".join("" if ln.lstrip().startswith(("%", "!")) else ln for ln in lines)
+
+
 def scan(src: str, lines: set, key_aliases: set, flag_keys: bool) -> list[str]:
     """Suspicious things in the student's lines of a cell (set of 1-based line numbers)."""
-    body = "\n".join("" if ln.lstrip().startswith(("%", "!")) else ln for ln in src.splitlines())
     found: list[str] = []
+    raw = src.splitlines()
+    for i in sorted(lines):
+        ln = raw[i - 1].lstrip() if 0 < i <= len(raw) else ""
+        if ln.startswith(("%", "!")) or re.match(r"^\w+\s*=\s*[!%]", ln):
+            shown = ln if len(ln) <= 60 else ln[:57] + "..."
+            found.append(f"runs an IPython magic or shell command: `{shown}`")
+            if flag_keys and re.search(r"\b(" + "|".join(map(re.escape, key_aliases)) +
+                                       r")\.|keys|__import__|importlib", ln):
+                found.append("uses the answer key (or imports modules dynamically) in a magic")
+    body = _python(src)
     try:
         tree = ast.parse(body)
         modules = _MODULE_NAMES | key_aliases | {
             (a.asname or a.name).split(".")[0] for node in ast.walk(tree)
             if isinstance(node, (ast.Import, ast.ImportFrom)) for a in node.names}
-    except SyntaxError:
-        text = "\n".join(ln for i, ln in enumerate(body.splitlines(), 1) if i in lines)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        where = f", line {exc.lineno}" if getattr(exc, "lineno", None) else ""
+        found.append(f"does not parse as Python ({type(exc).__name__}{where}): it runs "
+                     "nothing, and only its text was scanned")
+        text = "\n".join(ln for i, ln in enumerate(src.splitlines(), 1) if i in lines)
         if "PASS" in text:
             found.append("writes the verdict marker PASS itself")
         if flag_keys and re.search(r"\b(" + "|".join(map(re.escape, key_aliases)) +
                                    r")\.|scaling_lib\.course\.keys|__import__|importlib", text):
             found.append("uses the answer key (or imports modules dynamically)")
-        return found
+        return list(dict.fromkeys(found))
     for node in _nodes_on(tree, lines):
         targets = []
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):

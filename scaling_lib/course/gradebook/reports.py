@@ -7,6 +7,9 @@ tolerance, and the wrong methods the answer key lists).
 from __future__ import annotations
 
 import csv
+import hashlib
+import hmac
+import os
 import re
 from pathlib import Path
 
@@ -23,16 +26,66 @@ def exercise_names(results) -> list[str]:
     return sorted({n for r in results for n in r.exercises}, key=_order)
 
 
-def write_csv(results, path) -> None:
+def default_key_file() -> Path:
+    """Where the instructor's checksum key lives: ``$SCALING_LIB_GRADING_KEY`` or
+    ``~/.config/scaling_lib/grading.key`` (made, mode 0600, on first use). Jails never see it."""
+    env = os.environ.get("SCALING_LIB_GRADING_KEY")
+    return Path(env) if env else Path.home() / ".config" / "scaling_lib" / "grading.key"
+
+
+def grading_key(path=None) -> bytes:
+    """The secret key of the row checksums (32 random bytes, made on first use)."""
+    path = Path(path) if path else default_key_file()
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(os.urandom(32).hex().encode())
+    return path.read_bytes().strip()
+
+
+def row_checksum(row: list, key: bytes) -> str:
+    """HMAC-SHA256 of a CSV row (its cells joined by the unit separator), in hex."""
+    return hmac.new(key, "\x1f".join(map(str, row)).encode(), hashlib.sha256).hexdigest()
+
+
+def write_csv(results, path, key: bytes | None = None) -> None:
+    """The gradebook CSV, one row per notebook, each with an HMAC ``checksum`` of its cells
+    (``key``: :func:`grading_key`); written to a temporary file, then renamed."""
+    key = grading_key() if key is None else key
     names = exercise_names(results)
-    with open(path, "w", newline="") as f:
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["student", "notebook", "chapter", "seed", *names, "passed", "total",
-                    "seconds", "flags"])
+                    "seconds", "status", "hints seen", "flags", "checksum"])
         for r in results:
-            w.writerow([r.student, r.notebook, r.chapter or "", "" if r.seed is None else r.seed,
-                        *[r.exercises.get(n, "") for n in names], r.passed, r.total,
-                        f"{r.seconds:.1f}", "; ".join(r.flags)])
+            row = [r.student, r.notebook, r.chapter or "", "" if r.seed is None else r.seed,
+                   *[r.exercises.get(n, "") for n in names], r.passed, r.total,
+                   f"{r.seconds:.1f}", r.status,
+                   "; ".join(f"{k}:{v}" for k, v in getattr(r, "hints", {}).items()),
+                   "; ".join(r.flags)]
+            w.writerow(row + [row_checksum(row, key)])
+    os.replace(tmp, path)
+
+
+def verify_csv(path, key: bytes | None = None) -> list[str]:
+    """The problems of a gradebook CSV written by :func:`write_csv`: one line per row whose
+    checksum does not match its cells (edited after grading); empty when every row checks."""
+    key = grading_key() if key is None else key
+    bad = []
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    if not rows or rows[0][-1:] != ["checksum"]:
+        return [f"{path}: no checksum column (not written by the grader)"]
+    for i, row in enumerate(rows[1:], start=2):
+        if not row:
+            continue
+        if not hmac.compare_digest(row_checksum(row[:-1], key), row[-1]):
+            bad.append(f"{path} line {i} ({row[1] if len(row) > 1 else '?'}): the checksum does "
+                       "not match: the row was changed after grading")
+    return bad
 
 
 def table(results) -> str:
@@ -62,11 +115,14 @@ def write_feedback(results, folder) -> list[Path]:
     written = []
     for r in results:
         name = re.sub(r"[^A-Za-z0-9_.-]", "_", r.notebook.removesuffix(".ipynb").replace("/", "__"))
+        name = name[:150]
         lines = [f"# Feedback: {r.notebook}", "",
                  f"Chapter {r.chapter or '?'}, seed {r.seed}: {r.passed} of {r.total} passed.", ""]
         for n, v in r.exercises.items():
             msg, hint = r.messages.get(n, ("", ""))
-            lines.append(f"- **{n}** {v.upper()}: {msg}")
+            seen = getattr(r, "hints", {}).get(n)
+            lines.append(f"- **{n}** {v.upper()}: {msg}" + (f" (hints seen: {seen})" if seen
+                                                              else ""))
             if hint and v != "pass":
                 lines.append(f"  - hint: {hint}")
         if r.flags:

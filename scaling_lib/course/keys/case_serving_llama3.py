@@ -31,14 +31,14 @@ def tpot(p):
     """Ex 22.3: time per output token of p.model on p.n chips at batch p.B (the chapter's
     estimate: roofline at the mean context plus the tensor-parallel all-reduces)."""
     return serving.estimate(p.model, p.accelerator, p.n, batch=p.B, prompt_len=PROMPT,
-                            gen_len=GEN, dtype=p.dtype).tpot
+                            gen_len=GEN, dtype=p.dtype, tp=p.n).tpot
 
 
 def best_batch(p):
     """Ex 22.4: the batch (1 to 4096) with the most tokens/s within p.budget s per token."""
     return serving.best_batch("llama3-70b", p.accelerator, SERVER[p.accelerator],
                               tpot_budget=p.budget, prompt_len=PROMPT, gen_len=GEN,
-                              dtype=p.dtype, max_batch=4096)
+                              dtype=p.dtype, max_batch=4096, tp=SERVER[p.accelerator])
 
 
 def prefill_decode_ratio(p):
@@ -121,7 +121,7 @@ def _one_chip(p):
 def _largest_fitting(p):
     batches = np.arange(1, 4097)
     e = serving.estimate("llama3-70b", p.accelerator, SERVER[p.accelerator], batch=batches,
-                         prompt_len=PROMPT, gen_len=GEN, dtype=p.dtype)
+                         prompt_len=PROMPT, gen_len=GEN, dtype=p.dtype, tp=SERVER[p.accelerator])
     return int(batches[np.asarray(e.fits)].max())
 
 

@@ -27,7 +27,7 @@ def step_time(p):
 def best_batch(p):
     """Ex 21.3: batch with the most tokens/s within the TPOT budget p.budget that fits."""
     return serving.best_batch(p.model, p.accelerator, p.n, tpot_budget=p.budget,
-                              prompt_len=p.P, gen_len=p.G)
+                              prompt_len=p.P, gen_len=p.G, tp=p.n)
 
 
 def pd_ratio(p):
@@ -79,8 +79,8 @@ def mp_limit(p):
 def cost_per_million(p):
     """Ex 21.12: dollars per million output tokens at p.price per device-hour."""
     return float(serving.estimate(p.model, p.accelerator, p.n, batch=p.B, prompt_len=p.P,
-                                  gen_len=p.G, price_per_device_hour=p.price)
-                 .cost_per_million_tokens)
+                                  gen_len=p.G, price_per_device_hour=p.price, tp=p.n,
+                                  prefill="static").cost_per_million_tokens)
 
 
 # ---- common wrong methods (tests/test_wrong_methods.py checks that each one FAILs) -------------
@@ -104,12 +104,13 @@ def _one_device_bandwidth(p):
 
 def _largest_that_fits(p):
     return serving.best_batch(p.model, p.accelerator, p.n, tpot_budget=1e9, prompt_len=p.P,
-                              gen_len=p.G)
+                              gen_len=p.G, tp=p.n)
 
 
 def _budget_without_comm(p):
     B = np.arange(1, 4097)
-    e = serving.estimate(p.model, p.accelerator, p.n, batch=B, prompt_len=p.P, gen_len=p.G)
+    e = serving.estimate(p.model, p.accelerator, p.n, batch=B, prompt_len=p.P, gen_len=p.G,
+                         tp=p.n)
     t = inference.decode_step_time(p.model, B, _context(p), p.accelerator, p.n)
     ok = np.asarray(e.fits) & (np.asarray(t) <= p.budget)
     return int(B[ok].max()) if ok.any() else 0
