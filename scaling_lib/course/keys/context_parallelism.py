@@ -67,10 +67,12 @@ def allgather_bytes(p):
 
 
 def ulysses_max_cp(p):
-    """Ex 14.10: the largest cp Ulysses can use: it must divide the query and kv heads per
-    tensor rank."""
-    n, k = cx.heads_per_rank(p.model, p.tp)
-    return max(d for d in divisors(int(k)) if n % d == 0)
+    """Ex 14.10: the largest cp Ulysses can use at tensor degree p.tp: the library's rules (cp
+    divides the query heads per tensor rank; the kv heads split over cp or are replicated)."""
+    n, _ = cx.heads_per_rank(p.model, p.tp)
+    T = int(n) * 4096  # divisible by every candidate cp: only the heads decide
+    return max(d for d in divisors(int(n)) if not cx.constraints(
+        p.model, ParallelPlan(cp=d, tp=p.tp, cp_variant="ulysses"), 1, T))
 
 
 # ---- implement-it exercises (14.7 ring attention, 14.8 Ulysses) ----------------------------------
@@ -222,8 +224,15 @@ WRONG_METHODS = {
     "14.9": {"kv heads not split by tp": lambda p: 2 * 2 * p.T * models.get(p.model).K
              * models.get(p.model).H,
              "K only": lambda p: allgather_bytes(p) / 2},
-    "14.10": {"query heads per rank": lambda p: int(models.get(p.model).N / p.tp),
-              "K, ignoring tp": lambda p: models.get(p.model).K},
+    "14.10": {"the kv heads per rank must divide it too": (
+                  lambda p: max(d for d in divisors(int(cx.heads_per_rank(p.model, p.tp)[1]))
+                                if cx.heads_per_rank(p.model, p.tp)[0] % d == 0),
+                  "with fewer kv heads than c Ulysses replicates each kv head c/k times: only the "
+                  "query heads per tensor rank must split over c"),
+              "N, ignoring tp": (
+                  lambda p: models.get(p.model).N,
+                  "tensor parallelism has already split the heads: c divides the N/t query heads "
+                  "of one tensor rank")},
 }
 
 # ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
@@ -236,7 +245,7 @@ HINTS = {
     '14.3': ('What does each variant move per layer?',
              'K and V of the sequence for the all-gather; for the AllToAll, the share a device '
              'keeps is 1/c'),
-    '14.4': ("Write both variants' bytes and divide.",
+    '14.4': ("Write both variants' bytes and divide; mind what happens when c exceeds K.",
              'Ulysses moves Q, K, V and the output; the all-gather K and V only; the ratio '
              'depends on N, K and c'),
     '14.5': ('Which parts of memory does CP divide, and which does it not?',
@@ -252,8 +261,9 @@ HINTS = {
              'second does the reverse'),
     '14.9': ('What does each rank gather?',
              'K and V of the whole sequence, for the kv heads this tensor rank holds'),
-    '14.10': ('Ulysses splits heads: which heads must c divide?',
-              'c must divide both the query heads and the kv heads left per tensor rank'),
+    '14.10': ('Ulysses splits the heads over c: which heads must split evenly?',
+              'c must divide the query heads left per tensor rank; the kv heads either split '
+              'over c or are replicated'),
 }
 
 
