@@ -14,6 +14,7 @@ from ... import hardware, memory, models, simulate
 from ...parallelism import ParallelPlan
 from ...parallelism import context as cx
 from ...units import divisors
+from ..grading.tables import with_messages
 
 LLAMA3 = ["llama3-8b", "llama3-70b", "llama3-405b"]
 # Ex 14.5's starting plan: Llama 3 405B's tensor and pipeline split, full recomputation
@@ -287,3 +288,24 @@ WRONG_METHODS["14.8"]["attention within each device's tokens"] = (
 WRONG_METHODS["14.8"]["scores not scaled by 1/sqrt(H)"] = (
     _wrong_ulysses_unscaled,
     "divide the scores by the square root of the head dimension before the softmax")
+
+_KV_TP = "tensor parallelism splits the kv heads too: count those of one tensor rank"
+with_messages(WRONG_METHODS, {
+    "14.1": {"chunk cp + rank": "rank i's second chunk mirrors its first from the end",
+             "chunk 2·cp - rank (off by one)": "chunks count from 0: the mirror of i is 2c - 1 - i"},
+    "14.2": {"the large-cp limit 2": "compute it at the drawn cp, not its limit",
+             "the last rank does all the work": "compare the busiest rank with the average one"},
+    "14.3": {"V, the full array": "each device keeps its own share and receives the rest",
+             "kv heads not split by tp": _KV_TP},
+    "14.4": {"N/K + 1 (query heads only)": "Ulysses also moves the kv heads and the output",
+             "equal bytes, not fewer": "the question asks where Ulysses sends fewer bytes"},
+    "14.5": {"activations only (model states left out)": "the model states take memory too",
+             "Llama 3's cp 16 scaled with T": "compute what fits, do not scale Llama 3's plan"},
+    "14.6": {"full (non-causal) attention": "causal attention does half the square",
+             "kv heads not split by tp": _KV_TP},
+    "14.7": {"each device's own block only": "merge every block that arrives around the ring",
+             "average of the blocks' softmaxes":
+             "softmaxes of blocks do not average: rescale by the running max and sum"},
+    "14.9": {"kv heads not split by tp": _KV_TP,
+             "K only": "the all-gather brings K and V"},
+})
