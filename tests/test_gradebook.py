@@ -92,7 +92,7 @@ def test_reports(graded, tmp_path):
     files = gb.write_feedback(rs, tmp_path / "feedback")
     bob = next(p for p in files if p.name.startswith("bob"))
     text = bob.read_text()
-    assert "bits vs bytes?" in text and "hint:" in text
+    assert "8x too large" in text and "hint:" in text
     gb.plot_pass_rates(rs, tmp_path / "rates.png")
     assert (tmp_path / "rates.png").read_bytes()[:4] == b"\x89PNG"
     shown = gb.table(rs)
@@ -351,3 +351,20 @@ def test_a_kernel_in_every_mode(tmp_path, mode):
     left = subprocess.run(["pgrep", "-f", "sleep 302$"], capture_output=True, text=True)
     assert not [p for p in left.stdout.split() if sandbox._has_marker(int(p), token)]
     assert not any(tmp_path.iterdir())
+
+
+def test_hints_seen_are_read_from_the_saved_outputs(tmp_path):
+    from scaling_lib.course import grading
+    from scaling_lib.course.gradebook.grade import hints_seen
+
+    if not hasattr(grading, "hints_seen_in"):
+        pytest.skip("this checker does not report the hints it showed")
+    nb = craft.submission(3)
+    cell = next(c for c in nb.cells if c.source.startswith("%%graded 1.1"))
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=(
+        "FAIL: 1.1: got 2 s, about 2x too large\n    hint 1 of 2: count the FLOPs\n"
+        "FAIL: 1.1: got 3 s, about 3x too large\n    hint 2 of 2: 2·B·D·F / peak\n"
+        "PASS: 1.1: 1 s (expected 1 s within 2%) [hints seen: 2]\n"))]
+    nbformat.write(nb, tmp_path / "ann_01_rooflines.ipynb")
+    read, why = gb.read_notebook(tmp_path / "ann_01_rooflines.ipynb")
+    assert why == "" and hints_seen(read) == {"1.1": 2}
