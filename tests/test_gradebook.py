@@ -368,3 +368,31 @@ def test_hints_seen_are_read_from_the_saved_outputs(tmp_path):
     nbformat.write(nb, tmp_path / "ann_01_rooflines.ipynb")
     read, why = gb.read_notebook(tmp_path / "ann_01_rooflines.ipynb")
     assert why == "" and hints_seen(read) == {"1.1": 2}
+
+
+def test_a_stopped_worker_costs_its_notebook_only_and_results_survive(tmp_path):
+    # portable mode, where a kernel can see its worker: it stops it (SIGSTOP); the watchdog
+    # kills that worker and everything below it; the classmate is graded; a second run with
+    # resume keeps both results without grading again
+    from scaling_lib.course import sandbox
+
+    folder = tmp_path / "class"
+    folder.mkdir()
+    stop = "import os, signal\nos.kill(os.getppid(), signal.SIGSTOP)\nanswer = None"
+    nbformat.write(craft.submission(3, {"1.1": stop}, default=craft.STUBBED),
+                   folder / "stopper_01_rooflines.ipynb")
+    nbformat.write(craft.submission(3), folder / "ann_01_rooflines.ipynb")
+    results = tmp_path / "results"
+    kw = dict(course=ROOT, cell_timeout=20, notebook_timeout=60, memory_bytes=2**30,
+              results_dir=results, workers=2, isolation=sandbox.detect("portable"),
+              worker_timeout=45)
+    got = {r.notebook: r for r in gb.grade_folder(folder, **kw)}
+    stopped = got["stopper_01_rooflines.ipynb"]
+    assert stopped.status == "error" and set(stopped.exercises.values()) == {"error"}
+    assert any("stopped after its time limit" in f for f in stopped.flags)
+    assert set(got["ann_01_rooflines.ipynb"].exercises.values()) == {"pass"}
+    assert len(list(results.glob("*.json"))) == 2           # one result file per notebook
+    written = {p: p.stat().st_mtime_ns for p in results.glob("*.json")}
+    again = gb.grade_folder(folder, resume=True, **kw)
+    assert [r.to_json() for r in again] == [got[r.notebook].to_json() for r in again]
+    assert {p: p.stat().st_mtime_ns for p in results.glob("*.json")} == written   # not regraded

@@ -360,13 +360,17 @@ def plan_folder(folder, course: Course, *, seeds: dict | None = None,
 def grade_folder(folder, *, course=None, cell_timeout=60.0, notebook_timeout=600.0,
                  memory_bytes=4 * 2**30, seeds=None, flag_keys=False, progress=None,
                  results_dir=None, workers: int | None = None, isolation=None,
-                 duplicates: str = "latest", resume: bool = False) -> list:
+                 duplicates: str = "latest", resume: bool = False,
+                 worker_timeout: float | None = None) -> list:
     """Grade every submission under ``folder``; returns one :class:`Result` per ``*.ipynb``.
 
     Each notebook is graded by its own worker process (``workers`` at a time, default: the CPU
     count, at most 4) with a deadline; its result is written to ``results_dir`` (default: a
     temporary folder) as soon as it is known, atomically. ``resume`` keeps results already there
-    for unchanged files. Returns after every process of every jail is gone.
+    for unchanged files. A worker still running after ``worker_timeout`` seconds (default: the
+    notebook limit plus the fresh processes of its implement-it exercises plus a minute) is
+    killed with everything below it: that notebook's result is an error. Returns after every
+    process of every jail is gone.
     """
     from ..sandbox import become_subreaper, detect, remove_tree
 
@@ -417,7 +421,8 @@ def grade_folder(folder, *, course=None, cell_timeout=60.0, notebook_timeout=600
             time.sleep(0.05)
             for w in list(running):
                 proc, job, entry, started = w
-                limit = notebook_timeout + 60 + 4 * function_timeout(8, cell_timeout)
+                limit = worker_timeout or (notebook_timeout + 60 + _n_functions(
+                    course, entry.chapter) * function_timeout(8, cell_timeout))
                 done = proc.poll() is not None
                 if not done and time.monotonic() - started > limit:
                     _kill_tree(proc.pid)
@@ -441,6 +446,13 @@ def grade_folder(folder, *, course=None, cell_timeout=60.0, notebook_timeout=600
     return sorted(results, key=lambda r: r.notebook)
 
 
+def _n_functions(course: Course, stem: str) -> int:
+    try:
+        return sum(ex.kind == "check_function" for ex in course.chapter(stem).exercises.values())
+    except Exception:
+        return 4
+
+
 def _start_worker(job: dict, entry):
     proc = subprocess.Popen([sys.executable, "-m", "scaling_lib.course.gradebook.worker"],
                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
@@ -457,6 +469,7 @@ def _start_worker(job: dict, entry):
 def _failed(job: dict, course: Course, code, seconds: float) -> Result:
     r = Result(job["rel"], job["student"], job["chapter"], job["seed"])
     r.status = "error"
+    r.sha256 = _sha(Path(job["path"]))
     try:
         for n in course.chapter(job["chapter"]).exercises:
             r.exercises[n] = "error"
