@@ -212,3 +212,9 @@ def test_the_report_verifies_and_an_edit_is_caught(attacked, tmp_path):
 def test_the_run_stays_within_its_limits(attacked):
     # 12 kernels, a SIGSTOP, a 3 GiB shared mapping and escaping processes: no hang
     assert attacked["seconds"] < 600
+
+
+def test_each_graded_notebook_has_its_result_file(attacked):
+    graded = [r for r in attacked["records"].values() if r["status"] in ("graded", "error")]
+    files = list((attacked["out"].parent / "results").glob("*.json"))
+    assert len(files) == len(graded) > 10
