@@ -392,6 +392,9 @@ def test_a_stopped_worker_costs_its_notebook_only_and_results_survive(tmp_path):
     assert any("stopped after its time limit" in f for f in stopped.flags)
     assert set(got["ann_01_rooflines.ipynb"].exercises.values()) == {"pass"}
     assert len(list(results.glob("*.json"))) == 2           # one result file per notebook
+    for ctrl in ("memory", "pids"):   # the killed worker's jail: its cgroups removed too
+        base = Path("/sys/fs/cgroup") / ctrl
+        assert not (base.is_dir() and list(base.rglob("grader-*"))), ctrl
     written = {p: p.stat().st_mtime_ns for p in results.glob("*.json")}
     again = gb.grade_folder(folder, resume=True, **kw)
     assert [r.to_json() for r in again] == [got[r.notebook].to_json() for r in again]

@@ -144,8 +144,11 @@ def grade_folder(folder, *, course=None, cell_timeout=60.0, notebook_timeout=600
         tmp_results = results_dir = tempfile.mkdtemp(prefix="grader-results-")
     results_dir = Path(results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
-    from ..sandbox import descendants
+    import secrets
 
+    from ..sandbox import RUN_ENV, descendants, remove_run_cgroups
+
+    run_id = secrets.token_hex(6)
     become_subreaper()
     spare = frozenset(descendants(os.getpid()))   # the host program's own children
     base = tempfile.mkdtemp(prefix="grader-", dir=_scratch_root())
@@ -174,7 +177,7 @@ def grade_folder(folder, *, course=None, cell_timeout=60.0, notebook_timeout=600
                        "notebook_timeout": notebook_timeout, "memory_bytes": memory_bytes,
                        "seed": seed, "flag_keys": flag_keys, "out": str(out),
                        "isolation": [iso.mode, iso.cgroup, iso.separate_user],
-                       "note": entry.note}
+                       "note": entry.note, "run": run_id}
                 running.append(_start_worker(job, entry))
             time.sleep(0.05)
             for w in list(running):
@@ -198,9 +201,12 @@ def grade_folder(folder, *, course=None, cell_timeout=60.0, notebook_timeout=600
                     progress(r)
     finally:
         _kill_everything_below_us(spare)
+        stuck = remove_run_cgroups(run_id)
         remove_tree(Path(base))
         if tmp_results:
             remove_tree(Path(tmp_results))
+    if stuck:
+        raise RuntimeError(f"cgroups {stuck[:3]} still hold processes that could not be killed")
     return sorted(results, key=lambda r: r.notebook)
 
 
@@ -212,10 +218,13 @@ def _n_functions(course: Course, stem: str) -> int:
 
 
 def _start_worker(job: dict, entry):
+    from ..sandbox import RUN_ENV
+
     proc = subprocess.Popen([sys.executable, "-m", "scaling_lib.course.gradebook.worker"],
                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True,
-                            cwd=job["base"], env={**os.environ, "PYTHONPATH": job["course"]})
+                            cwd=job["base"], env={**os.environ, "PYTHONPATH": job["course"],
+                                                  RUN_ENV: job["run"]})
     try:
         proc.stdin.write(json.dumps(job).encode())
         proc.stdin.close()

@@ -28,12 +28,12 @@ of processes is bounded only by the time limit.
 Needs ``jupyter_client`` and ``ipykernel`` (imported lazily) for :class:`Kernel`.
 """
 
-from .jail import LAUNCH, Jail, python_argv, remove_tree
+from .jail import LAUNCH, Jail, python_argv, remove_run_cgroups, remove_tree
 from .kernel import GRACE_TIME, MAX_OUTPUT, STARTUP_TIME, CellRun, Kernel
-from .modes import (CGROUP_GUARANTEE, GUARANTEES, MARKER, MODES, Isolation, detect,
+from .modes import (CGROUP_GUARANTEE, GUARANTEES, MARKER, MODES, RUN_ENV, Isolation, detect,
                     guarantees)
 from .processes import _alive, _has_marker, become_subreaper, descendants, reap
 
 __all__ = ["Isolation", "detect", "MODES", "GUARANTEES", "guarantees", "Jail", "Kernel",
            "CellRun", "python_argv", "remove_tree", "become_subreaper", "descendants",
-           "reap", "LAUNCH", "MARKER"]
+           "reap", "LAUNCH", "MARKER", "RUN_ENV", "remove_run_cgroups"]

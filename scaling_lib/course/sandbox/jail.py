@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from .modes import _UID_BASE, MARKER, Isolation, _own_cgroup, _quiet
+from .modes import _UID_BASE, MARKER, RUN_ENV, Isolation, _own_cgroup, _quiet
 from .processes import _alive, _has_marker, descendants, reap
 
 
@@ -60,7 +60,8 @@ class Jail:
         self.ro = tuple(str(p) for p in ro)
         self.procs: list[subprocess.Popen] = []
         self.cgroups: list[Path] = []
-        self.unit = f"grader-{self.token}.scope"
+        self.name = f"grader-{os.environ.get(RUN_ENV, 'solo')}-{self.token}"
+        self.unit = f"{self.name}.scope"
         self._make_cgroups()
 
     # -- cgroups --
@@ -69,7 +70,7 @@ class Jail:
         mem = int(self.memory_bytes) if self.memory_bytes else None
         try:
             if kind == "v2":
-                d = _own_cgroup(None) / f"grader-{self.token}"
+                d = _own_cgroup(None) / self.name
                 d.mkdir()
                 self.cgroups = [d]
                 if mem:
@@ -78,8 +79,8 @@ class Jail:
                         (d / "memory.swap.max").write_text("0")
                 (d / "pids.max").write_text(str(self.max_processes))
             elif kind == "v1":
-                m = _own_cgroup("memory") / f"grader-{self.token}"
-                p = _own_cgroup("pids") / f"grader-{self.token}"
+                m = _own_cgroup("memory") / self.name
+                p = _own_cgroup("pids") / self.name
                 m.mkdir()
                 self.cgroups.append(m)
                 p.mkdir()
@@ -248,6 +249,37 @@ class Jail:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def remove_run_cgroups(run: str) -> list[str]:
+    """Kill what is left in the cgroups of run ``run`` (jails whose worker was killed before it
+    could close them) and remove them; returns the cgroups that could not be removed."""
+    import glob
+
+    stuck = []
+    bases = [_own_cgroup(c) for c in (None, "memory", "pids")]
+    for base in [b for b in bases if b is not None]:
+        for d in map(Path, glob.glob(str(base / f"grader-{run}-*"))):
+            for _ in range(100):
+                try:
+                    pids = [int(x) for x in (d / "cgroup.procs").read_text().split()]
+                except OSError:
+                    pids = []
+                for pid in pids:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            else:
+                stuck.append(str(d))
+    return stuck
 
 
 def remove_tree(path: Path) -> None:

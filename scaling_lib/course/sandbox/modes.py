@@ -12,6 +12,7 @@ from pathlib import Path
 
 MODES = ("bwrap", "unshare", "portable")
 MARKER = "SCALING_LIB_JAIL"     # environment variable carried by every jailed process
+RUN_ENV = "SCALING_LIB_GRADER_RUN"   # the grading run a worker belongs to (names its cgroups)
 _UID_BASE = 61000               # jails of a root grader run as _UID_BASE + a random offset
 
 
