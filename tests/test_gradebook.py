@@ -399,3 +399,25 @@ def test_a_stopped_worker_costs_its_notebook_only_and_results_survive(tmp_path):
     again = gb.grade_folder(folder, resume=True, **kw)
     assert [r.to_json() for r in again] == [got[r.notebook].to_json() for r in again]
     assert {p: p.stat().st_mtime_ns for p in results.glob("*.json")} == written   # not regraded
+
+
+def test_cli_verify_and_seeds_fail_with_one_line(tmp_path, capsys):
+    from scaling_lib import cli
+
+    key = tmp_path / "k.key"
+    key.write_text("secret")
+    r = gb.Result("ann_01_rooflines.ipynb", "ann", "01_rooflines", 3, {"1.1": "fail"})
+    gb.write_csv([r], tmp_path / "gb.csv", key=b"secret")
+    assert cli.main(["grade", "--verify", str(tmp_path / "gb.csv"), "--key-file", str(key)]) == 0
+    (tmp_path / "gb.csv").write_text((tmp_path / "gb.csv").read_text().replace(",fail,", ",pass,"))
+    assert cli.main(["grade", "--verify", str(tmp_path / "gb.csv"), "--key-file", str(key)]) == 1
+    assert "line 2 (ann_01_rooflines.ipynb)" in capsys.readouterr().out
+    (tmp_path / "class").mkdir()
+    (tmp_path / "class" / "ann_01_rooflines.ipynb").write_text("{}")
+    (tmp_path / "seeds.csv").write_text("bob,1\n")
+    code = cli.main(["grade", str(tmp_path / "class"), "--seeds", str(tmp_path / "seeds.csv"),
+                     "--out", str(tmp_path / "out" / "gb.csv"), "--key-file", str(key)])
+    err = capsys.readouterr().err
+    errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert code == 2 and len(errors) == 1 and "no seed for ann" in errors[0]
+    assert "Traceback" not in err
