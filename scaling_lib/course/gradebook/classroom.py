@@ -149,6 +149,7 @@ def grade_folder(folder, *, course=None, cell_timeout=60.0, notebook_timeout=600
     from ..sandbox import RUN_ENV, descendants, remove_run_cgroups
 
     run_id = secrets.token_hex(6)
+    course_digest = _course_digest(course.root)
     become_subreaper()
     spare = frozenset(descendants(os.getpid()))   # the host program's own children
     base = tempfile.mkdtemp(prefix="grader-", dir=_scratch_root())
@@ -207,7 +208,24 @@ def grade_folder(folder, *, course=None, cell_timeout=60.0, notebook_timeout=600
             remove_tree(Path(tmp_results))
     if stuck:
         raise RuntimeError(f"cgroups {stuck[:3]} still hold processes that could not be killed")
+    if _course_digest(course.root) != course_digest:   # only possible without a file jail
+        for r in results:
+            r.flags.append("the course's files changed while the class was graded (a notebook "
+                           "may have written to them): restore the checkout and grade again")
     return sorted(results, key=lambda r: r.notebook)
+
+
+def _course_digest(root: Path) -> str:
+    """One hash of the course's library and solutions (what the keys are computed from)."""
+    h = hashlib.sha256()
+    for sub in ("scaling_lib", "solutions"):
+        for p in sorted(Path(root, sub).rglob("*")):
+            if p.is_file() and p.suffix in (".py", ".ipynb", ".json", ".csv"):
+                try:
+                    h.update(p.as_posix().encode() + p.read_bytes())
+                except OSError:
+                    pass
+    return h.hexdigest()
 
 
 def _n_functions(course: Course, stem: str) -> int:
