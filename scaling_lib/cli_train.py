@@ -5,8 +5,11 @@
     plan      the best plans for a model, cluster and token budget (``--tokens``,
               ``--price-per-gpu-hour``, ``--top``, ``--objective time|cost``)
     optimal   the compute-optimal model size and tokens for ``--gpu --gpus --days``
+    calibrate fit the estimator's constants to measured step times (``scaling_lib.cli_calibrate``)
 
-Each prints a readable table, or JSON with ``--json``. Registered in
+``estimate``, ``plan`` and ``optimal`` take ``--calibration CAL.json`` (written by ``calibrate``)
+and ``--headroom GB`` (memory kept free on every device); ``estimate`` and ``plan`` take
+``--dtype bf16|fp16|fp8``. Each prints a readable table, or JSON with ``--json``. Registered in
 :data:`scaling_lib.cli.SUBCOMMANDS`; bad input exits with status 2 and one line.
 
 See: the chapter "Planning a training run".
@@ -15,10 +18,11 @@ See: the chapter "Planning a training run".
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 
-from . import hardware, models, planner, transformer
-from .hardware.clusters import Link
+from . import calibrate, hardware, models, planner, transformer
 from .parallelism.plan import RECOMPUTE, SCHEDULES, ParallelPlan
 from .units import fmt_bytes, fmt_seconds
 
@@ -29,7 +33,14 @@ def UsageError(message: str) -> Exception:  # noqa: N802  (raised like the class
     return error(message)
 
 
-GPT_VOCAB = 51_200  # Megatron-LM's padded GPT-2 vocabulary (Narayanan et al. 2021, Table 1)
+GPT_VOCAB = calibrate.GPT_VOCAB  # Megatron-LM's padded GPT-2 vocabulary
+DTYPES = calibrate.DTYPES  # bf16, fp16, fp8
+YEAR = 365.25 * 86_400.0  # a Julian year, for durations too long to read in days
+
+
+def _flag(name, value) -> str:
+    """How a flag and its value read in an error: ``--kv-heads 3``."""
+    return f"--{name.replace('_', '-')} {value}"
 
 
 def _int(what: str, lo: int = 1):
@@ -37,7 +48,14 @@ def _int(what: str, lo: int = 1):
         try:
             x = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{what} must be a whole number, got {text!r}")
+            try:  # 1e12 and 4096.0 are whole numbers too
+                f = float(text)
+            except ValueError:
+                f = math.nan
+            if not (math.isfinite(f) and f == int(f)):
+                raise argparse.ArgumentTypeError(f"{what} must be a whole number, got {text!r}") \
+                    from None
+            x = int(f)
         if x < lo:
             raise argparse.ArgumentTypeError(f"{what} must be at least {lo}, got {text!r}")
         return x
@@ -52,6 +70,18 @@ def _float(what: str):
             raise argparse.ArgumentTypeError(f"{what} must be a number, got {text!r}")
         if not 0 < x < float("inf"):
             raise argparse.ArgumentTypeError(f"{what} must be a positive number, got {text!r}")
+        return x
+    return parse
+
+
+def _nonnegative(what: str):
+    def parse(text: str) -> float:
+        try:
+            x = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be a number, got {text!r}")
+        if not 0 <= x < float("inf"):
+            raise argparse.ArgumentTypeError(f"{what} must be a number >= 0, got {text!r}")
         return x
     return parse
 
@@ -83,6 +113,12 @@ def _cluster_flags(p, *, plan_flags=True) -> None:
     g.add_argument("--inter-node-gbps", type=_float("--inter-node-gbps"),
                    help="scale-out bandwidth per node, Gb/s one way (default: one 400 Gb/s NIC "
                    "per H100)")
+    g.add_argument("--headroom", type=_nonnegative("--headroom"), default=0.0, metavar="GB",
+                   help="memory kept free on every device: a plan fits in HBM minus this "
+                   "(default 0)")
+    g.add_argument("--calibration", metavar="CAL.json",
+                   help="the estimator's constants fitted to your cluster by `calibrate` "
+                   "(default: the library's, fitted on A100 measurements)")
 
 
 def _plan_flags(p, *, fixed: bool) -> None:
@@ -103,6 +139,8 @@ def _plan_flags(p, *, fixed: bool) -> None:
     w.add_argument("--global-batch", type=_int("--global-batch"), required=True,
                    help="sequences per step")
     w.add_argument("--seq-len", type=_int("--seq-len"), required=True, help="T, tokens per sequence")
+    w.add_argument("--dtype", default="bf16",
+                   help=f"training precision of the matmuls: {', '.join(DTYPES)} (default bf16)")
     p.add_argument("--json", action="store_true", help="print JSON for machines")
 
 
@@ -113,65 +151,37 @@ def _choice(flag, value, choices):
 
 
 def build_model(args):
-    """The model of the flags: a preset, or a custom GPT-style model."""
-    custom = [f for f in ("layers", "hidden", "heads", "ffn", "kv_heads", "head_dim", "vocab")
-              if getattr(args, f) is not None]
-    if args.model is not None:
-        if custom or args.glu or args.tied_embeddings:
-            raise UsageError("give --model NAME or a custom model (--layers --hidden --heads ...), "
-                             "not both")
-        try:
-            return models.get(args.model)
-        except ValueError:
-            raise UsageError(f"unknown model {args.model!r}; choose one of: "
-                             f"{', '.join(models.names())} (or --layers --hidden --heads)") \
-                from None
-    missing = [f"--{f}" for f in ("layers", "hidden", "heads") if getattr(args, f) is None]
-    if missing:
-        raise UsageError(f"give --model NAME ({', '.join(models.names())}) or a custom model "
-                         f"with --layers --hidden --heads; missing {' '.join(missing)}")
-    D, N = args.hidden, args.heads
-    if D % N and args.head_dim is None:
-        raise UsageError(f"--heads {N} must divide --hidden {D} (head dimension D/N); choose "
-                         f"heads among the divisors of {D}, or give --head-dim")
-    K = args.kv_heads or N
-    if N % K:
-        raise UsageError(f"--kv-heads {K} must divide --heads {N}; choose one of "
-                         f"{', '.join(str(d) for d in range(1, N + 1) if N % d == 0)}")
-    cfg = models.gpt(args.layers, D if D % N == 0 else N, N, V=args.vocab or GPT_VOCAB,
-                     tied_embeddings=False, name=f"custom L={args.layers} D={D}")
-    return cfg.with_changes(D=D, F=args.ffn or 4 * D, K=K, H=args.head_dim or D // N,
-                            glu=bool(args.glu), tied_embeddings=bool(args.tied_embeddings))
+    """The model of the flags: a preset, or a custom GPT-style model
+    (:func:`scaling_lib.calibrate.build_model`, which the measurement CSV shares)."""
+    return calibrate.build_model(vars(args), _flag)
 
 
 def build_cluster(args):
-    """The cluster of ``--gpu --gpus [--gpus-per-node] [--inter-node-gbps]``."""
-    try:
-        acc = hardware.get(args.gpu)
-    except ValueError:
-        raise UsageError(f"unknown GPU {args.gpu!r}; choose one of: "
-                         f"{', '.join(hardware.names())}") from None
-    over = {}
-    if args.gpus_per_node is not None:
-        if args.gpus % args.gpus_per_node and args.gpus > args.gpus_per_node:
-            raise UsageError(f"--gpus-per-node {args.gpus_per_node} must divide --gpus "
-                             f"{args.gpus}")
-        over["devices_per_node"] = min(args.gpus_per_node, args.gpus)
-        over["devices_per_host"] = min(args.gpus_per_node, args.gpus)
-    try:
-        c = hardware.cluster(acc.name, args.gpus, **over)
-    except ValueError as e:
-        raise UsageError(f"--gpu {args.gpu}: {e}") from None
-    if args.inter_node_gbps is not None:
-        per_device = args.inter_node_gbps * 1e9 / 8 / c.devices_per_node
-        c = hardware.cluster(acc.name, args.gpus, **over, inter_node=Link(
-            f"{args.inter_node_gbps:g} Gb/s per node", per_device, c.inter_node.latency))
+    """The cluster of ``--gpu --gpus [--gpus-per-node] [--inter-node-gbps] [--headroom GB]``."""
+    c = calibrate.build_cluster(vars(args), _flag)
+    headroom = getattr(args, "headroom", 0.0) or 0.0
+    if headroom:
+        acc = c.accelerator
+        if headroom * 1e9 >= acc.hbm_bytes:
+            raise UsageError(f"--headroom {headroom:g} GB leaves no memory: the {acc.name} has "
+                             f"{acc.hbm_bytes / 1e9:.0f} GB; choose less than that")
+        less = {"hbm_bytes": acc.hbm_bytes - headroom * 1e9}
+        if getattr(acc, "usable_hbm_bytes", 0):  # the driver-reported capacity, where known
+            less["usable_hbm_bytes"] = acc.usable_hbm_bytes - headroom * 1e9
+        c = dataclasses.replace(c, accelerator=dataclasses.replace(acc, **less))
     return c
+
+
+def load_calibration(args):
+    """The Calibration of ``--calibration CAL.json`` (None: the library's defaults)."""
+    path = getattr(args, "calibration", None)
+    return None if path is None else calibrate.load_calibration(path)
 
 
 def _common(args):
     _choice("--schedule", args.schedule, SCHEDULES)
     _choice("--recompute", args.recompute, RECOMPUTE)
+    _choice("--dtype", args.dtype, DTYPES)
     if args.zero is not None and args.zero not in (0, 1, 2, 3):
         raise UsageError(f"--zero {args.zero} is not a ZeRO stage; choose one of: 0, 1, 2, 3")
     return build_model(args), build_cluster(args)
@@ -186,7 +196,52 @@ def _record(est) -> dict:
     return {"step_time_s": float(est.step_time), "mfu": float(est.mfu), "hfu": float(est.hfu),
             "tokens_per_s": float(est.tokens_per_s),
             "memory_per_device_bytes": float(est.memory.total), "fits": bool(est.fits),
+            "memory_by_part_bytes": {k: float(v) for k, v in est.memory.items()},
             "breakdown": {k: float(v) for k, v in _breakdown(est).items()}}
+
+
+# ---- numbers that stay readable at any size ------------------------------------------------------
+def duration(seconds: float) -> str:
+    """A duration from nanoseconds to millions of years: ``fmt_seconds`` up to a year, then
+    years (``'3.17e+04 years'`` rather than a number of days no one reads).
+
+    >>> duration(2e-9), duration(34.4), duration(1e12)
+    ('2 ns', '34.4 s', '3.17e+04 years')
+    """
+    if not math.isfinite(seconds):
+        return str(seconds)
+    if abs(seconds) >= YEAR:
+        return f"{seconds / YEAR:.3g} years"
+    return fmt_seconds(seconds)
+
+
+def count(x: float, digits: int = 0) -> str:
+    """A count with thousands separators, in scientific notation beyond 10^15 (where the digits
+    stop meaning anything) and for positive values too small for ``digits`` decimals.
+
+    >>> count(60984.2), count(2.5e21), count(68.44, 1), count(0.0004, 1)
+    ('60,984', '2.5e+21', '68.4', '0.0004')
+    """
+    if not math.isfinite(x):
+        return str(x)
+    if abs(x) >= 1e15 or (x and abs(x) < 0.5 * 10 ** -digits):
+        return f"{x:.3g}"
+    return f"{x:,.{digits}f}"
+
+
+def _tokens(n: float) -> str:
+    return f"{n / 1e12:.3g}T tokens" if n < 1e15 else f"{n:.3g} tokens"
+
+
+def percent(fraction: float) -> str:
+    """A fraction as a percentage, one decimal, with significant digits when it is tiny.
+
+    >>> percent(0.464), percent(3e-7)
+    ('46.4%', '3e-05%')
+    """
+    if fraction and abs(fraction) < 0.0005:
+        return f"{fraction * 100:.2g}%"
+    return f"{fraction:.1%}"
 
 
 def _plan_dict(plan: ParallelPlan) -> dict:
@@ -197,7 +252,7 @@ def _plan_dict(plan: ParallelPlan) -> dict:
 
 def _table(rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    left = {i for i, h in enumerate(rows[0]) if h in ("", "plan")}  # text columns
+    left = {i for i, h in enumerate(rows[0]) if h in ("", "plan", "run")}  # text columns
     lines = ["  ".join(c.ljust(w) if i in left else c.rjust(w)
                        for i, (c, w) in enumerate(zip(r, widths))).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -215,35 +270,21 @@ def _add_estimate(sub) -> None:
 
 
 def fixed_plan(args, cfg, cluster) -> ParallelPlan:
-    """The ParallelPlan of the plan flags; dp fills the devices when it is not given."""
-    from .memory import tp_choices
-
-    tp, pp, cp = args.tp or 1, args.pp or 1, args.cp or 1
-    n = cluster.n_devices
-    if tp not in tp_choices(cfg):
-        raise UsageError(f"--tp {tp} must divide the N={cfg.N} query heads and the MLP width "
-                         f"F={cfg.F}, and divide or be a multiple of K={cfg.K} kv heads; choose "
-                         f"tp in {tp_choices(cfg)}")
-    if args.dp is None:
-        if n % (tp * pp * cp):
-            raise UsageError(f"tp·pp·cp = {tp * pp * cp} must divide --gpus {n} (dp fills the "
-                             "rest); choose degrees whose product divides it")
-        dp = n // (tp * pp * cp)
-    else:
-        dp = args.dp
-        if dp * tp * pp * cp != n:
-            raise UsageError(f"dp·tp·pp·cp = {dp}·{tp}·{pp}·{cp} = {dp * tp * pp * cp} must "
-                             f"equal --gpus {n}; e.g. leave out --dp")
-    v = args.virtual_stages or 1
-    sched = args.schedule or ("interleaved" if v > 1 else "1f1b")
-    sp = args.sequence_parallel if args.sequence_parallel is not None else tp > 1
-    plan = ParallelPlan(dp=dp, tp=tp, pp=pp, cp=cp, ep=args.ep or 1, zero=args.zero or 0,
-                        micro_batch=args.micro_batch or 1, virtual_stages=v, schedule=sched,
-                        recompute=args.recompute or "none", sequence_parallel=sp)
-    why = planner.explain(cfg, cluster, plan, args.global_batch, args.seq_len)
-    if why:
-        raise UsageError(f"this plan cannot run: {why[0]}{_hint(why[0], cfg, plan)}")
-    return plan
+    """The ParallelPlan of the plan flags; dp fills the devices when it is not given. A plan
+    that breaks a rule is refused; one that only does not fit in memory is returned (its
+    estimate says ``fits: no``)."""
+    try:
+        return calibrate.build_plan(vars(args), cfg, cluster, args.global_batch, args.seq_len,
+                                    _flag)
+    except ValueError as e:
+        msg = str(e)
+        if msg.startswith("this plan cannot run: "):
+            tp = args.tp or 1
+            pp, cp = args.pp or 1, args.cp or 1
+            dp = args.dp or cluster.n_devices // (tp * pp * cp)
+            plan = ParallelPlan(dp=dp, tp=tp, pp=pp, cp=cp, micro_batch=args.micro_batch or 1)
+            msg += _hint(msg[len("this plan cannot run: "):], cfg, plan)
+        raise UsageError(msg) from None
 
 
 def _hint(reason: str, cfg, plan) -> str:
@@ -262,21 +303,38 @@ def _estimate(args) -> int:
     from .parallelism.estimate import estimate
 
     cfg, cluster = _common(args)
+    cal = load_calibration(args)
     plan = fixed_plan(args, cfg, cluster)
-    est = estimate(cfg, cluster, plan, args.global_batch, args.seq_len)
+    est = estimate(cfg, cluster, plan, args.global_batch, args.seq_len, dtype=args.dtype,
+                   calibration=cal)
+    limit = cluster.accelerator.hbm_bytes
     if args.json:
-        print(json.dumps(_record(est) | {"plan": _plan_dict(plan)}, indent=2))
+        print(json.dumps(_record(est) | {"plan": _plan_dict(plan), "dtype": args.dtype,
+                                         "memory_limit_bytes": float(limit),
+                                         "headroom_bytes": args.headroom * 1e9,
+                                         "calibration": args.calibration}, indent=2))
         return 0
     print(f"{cfg.name or 'model'} on {cluster.name}, batch {args.global_batch} x "
-          f"{args.seq_len} tokens")
+          f"{args.seq_len} tokens" + (f", {args.dtype}" if args.dtype != "bf16" else "")
+          + (f", calibration {args.calibration}" if args.calibration else ""))
     print(f"plan: {_plan_text(plan)}")
-    rows = [["", "value"], ["step time", fmt_seconds(est.step_time)],
-            ["MFU", f"{est.mfu:.1%}"], ["HFU", f"{est.hfu:.1%}"],
-            ["tokens/s", f"{est.tokens_per_s:,.0f}"],
+    rows = [["", "value"], ["step time", duration(est.step_time)],
+            ["MFU", percent(est.mfu)], ["HFU", percent(est.hfu)],
+            ["tokens/s", count(est.tokens_per_s)],
             ["memory/device", fmt_bytes(float(est.memory.total))],
             ["fits", "yes" if est.fits else "no"]]
-    rows += [[f"  {k.replace('_', ' ')}", fmt_seconds(v)] for k, v in _breakdown(est).items()]
+    rows += [[f"  {k.replace('_', ' ')}", duration(v)] for k, v in _breakdown(est).items()]
+    if not est.fits:
+        rows.append([f"memory by part (limit {fmt_bytes(float(limit))}"
+                     + (f" after {args.headroom:g} GB headroom)" if args.headroom else ")"), ""])
+        rows += [[f"  {k}", fmt_bytes(float(v))] for k, v in est.memory.items() if v]
     print(_table(rows))
+    if not est.fits:
+        tries = [t for t, ok in (("--recompute full", plan.recompute != "full"),
+                                 (f"--zero {plan.zero + 1}", plan.zero < (1 if plan.pp > 1 else 3)),
+                                 ("larger --tp / --pp", True)) if ok]
+        print(f"does not fit: {fmt_bytes(float(est.memory.total))} per device against "
+              f"{fmt_bytes(float(limit))}; try {', '.join(tries)}")
     return 0
 
 
@@ -319,26 +377,60 @@ def _space(args) -> dict:
     return space
 
 
+def decisive_rule(cfg, cluster, global_batch, T, res, space, objective="time"):
+    """(rule name, plans it alone dropped) for the rule that dropped most plans breaking no
+    other rule: the one to relax to get most plans back. A plan often breaks several rules,
+    so ``res.dropped`` (plans breaking each rule) overlaps and its largest count can name a rule
+    whose relaxing brings nothing back. (None, 0) when every dropped plan breaks two or more.
+    """
+    import numpy as np
+
+    space = dict(space)
+    if objective == "cost" and space.get("n_devices") is None:
+        space["n_devices"] = [cluster.n_devices // 2 ** k for k in range(7)
+                              if cluster.n_devices % 2 ** k == 0]
+    reasons = planner.plan_space(cfg, cluster, global_batch, T, **space)["reasons"]
+    alone = {}
+    for i, (name, _) in enumerate(planner.RULES):
+        if name in ("memory", "deadline"):  # set only on plans that break no structural rule
+            alone[name] = int(res.dropped.get(name, 0))
+        else:
+            alone[name] = int(np.count_nonzero(reasons == (1 << i)))
+    name = max(alone, key=alone.get)
+    return (name, alone[name]) if alone[name] else (None, 0)
+
+
 def _plan(args) -> int:
     cfg, cluster = _common(args)
     _choice("--objective", args.objective, ("time", "cost"))
+    cal = load_calibration(args)
     n_params = float(transformer.param_count(cfg).total)
     tokens = args.tokens or planner.CHINCHILLA_TOKENS_PER_PARAM * n_params
     limit = None
     if args.max_days is not None:  # step time that trains the tokens in max_days
         limit = args.max_days * planner.SECONDS_PER_DAY * args.global_batch * args.seq_len / tokens
-    res = planner.search(cfg, cluster, args.global_batch, args.seq_len,
-                         objective=args.objective, max_step_time=limit, **_space(args))
+    space = _space(args)
+    res = planner.search(cfg, cluster, args.global_batch, args.seq_len, dtype=args.dtype,
+                         calibration=cal, objective=args.objective, max_step_time=limit,
+                         **space)
     t = res.table
     if args.dp is not None:
         keep = t["dp"] == args.dp
         t = {k: v[keep] for k, v in t.items()}
         res.table = t
+    rules = dict(planner.RULES)
     if not len(res):
-        worst = max(res.dropped, key=res.dropped.get)
-        rule = dict(planner.RULES)[worst]
-        raise UsageError(f"no plan of the {res.n_plans:,} searched can run; most were dropped "
-                         f"because {rule}")
+        name, n = decisive_rule(cfg, cluster, args.global_batch, args.seq_len, res, space,
+                                args.objective)
+        if args.dp is not None and not n:
+            raise UsageError(f"no plan with --dp {args.dp} runs among the {res.n_plans:,} "
+                             "searched; leave out --dp or choose another")
+        if name is None:
+            name = max(res.dropped, key=res.dropped.get)
+            raise UsageError(f"no plan of the {res.n_plans:,} searched can run; every one breaks "
+                             f"several rules, most often: {rules[name]}")
+        raise UsageError(f"no plan of the {res.n_plans:,} searched can run; the rule that "
+                         f"dropped most ({n:,} plans that broke no other): {rules[name]}")
     out = []
     for i in range(min(args.top, len(res))):
         plan = res.plan(i)
@@ -356,33 +448,44 @@ def _plan(args) -> int:
                                   "optimizer": float(t["optimizer_time"][i])},
                     "days": run.days, "gpu_hours": run.gpu_hours, "cost": run.cost})
     why = res.why_not_first(1) if len(res) > 1 else None
+    name, n_alone = decisive_rule(cfg, cluster, args.global_batch, args.seq_len, res, space,
+                                  args.objective)
     if args.json:
-        print(json.dumps({"tokens": tokens, "objective": args.objective,
+        print(json.dumps({"tokens": tokens, "objective": args.objective, "dtype": args.dtype,
+                          "calibration": args.calibration, "headroom_bytes": args.headroom * 1e9,
                           "plans_searched": res.n_plans, "plans_feasible": len(res),
-                          "dropped": res.dropped, "plans": out, "runner_up_loses": why},
-                         indent=2))
+                          "dropped": res.dropped,
+                          "dropped_most": {"rule": name, "plans_alone": n_alone,
+                                           "why": rules.get(name)},
+                          "plans": out, "runner_up_loses": why}, indent=2))
         return 0
+    extra = "".join(x for x in ((f", {args.dtype}" if args.dtype != "bf16" else ""),
+                                (f", calibration {args.calibration}" if args.calibration
+                                 else "")))
     print(f"{cfg.name or 'model'} ({n_params / 1e9:.1f}B params) on {cluster.name}, batch "
-          f"{args.global_batch} x {args.seq_len}, {tokens / 1e12:.3g}T tokens; "
+          f"{args.global_batch} x {args.seq_len}, {_tokens(tokens)}{extra}; "
           f"{res.n_plans:,} plans searched, {len(res):,} run, in {res.seconds:.2f} s")
     head = ["#", "GPUs", "plan", "step", "MFU", "memory", "days", "GPU-hours"]
     if args.price_per_gpu_hour:
         head.append("cost $")
     rows = [head]
     for r in out:
-        row = [str(r["rank"]), str(r["n_devices"]), _plan_text(res.plan(r["rank"] - 1)),
-               fmt_seconds(r["step_time_s"]), f"{r['mfu']:.1%}",
-               fmt_bytes(r["memory_per_device_bytes"]), f"{r['days']:.1f}",
-               f"{r['gpu_hours']:,.0f}"]
+        row = [str(r["rank"]), count(r["n_devices"]), _plan_text(res.plan(r["rank"] - 1)),
+               duration(r["step_time_s"]), percent(r["mfu"]),
+               fmt_bytes(r["memory_per_device_bytes"]), count(r["days"], 1),
+               count(r["gpu_hours"])]
         if args.price_per_gpu_hour:
-            row.append(f"{r['cost']:,.0f}")
+            row.append(count(r["cost"]))
         rows.append(row)
     print(_table(rows))
     if why:
         print(f"runner-up loses: {why}")
     gone = {k: v for k, v in res.dropped.items() if v}
     if gone:
-        print("dropped: " + "; ".join(f"{v:,} {k}" for k, v in gone.items()))
+        print("dropped (a plan may break several rules): "
+              + "; ".join(f"{v:,} {k}" for k, v in gone.items()))
+    if name:
+        print(f"dropped most: {name}, {n_alone:,} plans that broke no other rule ({rules[name]})")
     return 0
 
 
@@ -401,6 +504,7 @@ def _add_optimal(sub) -> None:
 
 def _optimal(args) -> int:
     cluster = build_cluster(args)
+    cal = load_calibration(args)
     if args.utilization is not None and args.utilization > 1:
         raise UsageError(f"--utilization {args.utilization:g} must be a fraction in (0, 1]")
     n100, d100 = planner.compute_optimal(cluster, args.days)
@@ -410,9 +514,10 @@ def _optimal(args) -> int:
     else:
         n_u, d_u = planner.compute_optimal(
             cluster, args.days,
-            utilization=lambda n: planner.predicted_utilization(cluster, n))
+            utilization=lambda n: planner.predicted_utilization(cluster, n, calibration=cal))
         u = 6 * n_u * d_u / (cluster.peak_flops_per_s * args.days * planner.SECONDS_PER_DAY)
-    u100 = u if args.utilization is not None else planner.predicted_utilization(cluster, n100)
+    u100 = u if args.utilization is not None else \
+        planner.predicted_utilization(cluster, n100, calibration=cal)
     rec = {"gpu": cluster.accelerator.name, "gpus": cluster.n_devices, "days": args.days,
            "at_100_percent": {"n_params": n100, "n_tokens": d100},
            "utilization": u, "at_utilization": {"n_params": n_u, "n_tokens": d_u},
@@ -426,9 +531,11 @@ def _optimal(args) -> int:
     print(_table([["utilisation", "params", "tokens"],
                   ["100%", f"{n100 / 1e9:.1f}B", f"{d100 / 1e12:.2f}T"],
                   [f"{u:.1%}", f"{n_u / 1e9:.1f}B", f"{d_u / 1e12:.2f}T"]]))
-    print(f"the 100% model would take {args.days / u100:.0f} days at its {u100:.1%} "
+    print(f"the 100% model would take {count(args.days / u100)} days at its {percent(u100)} "
           "utilisation")
     return 0
 
 
-COMMANDS = (_add_estimate, _add_plan, _add_optimal)
+from .cli_calibrate import add_calibrate  # noqa: E402  (it uses build_* from here lazily)
+
+COMMANDS = (_add_estimate, _add_plan, _add_optimal, add_calibrate)

@@ -108,10 +108,13 @@ class TransformerConfig:
     source: str = ""
     sliding_window: int | None = None
     capacity_factor: float | None = None
+    kv_share: int = 1  # layers sharing one KV cache (cross-layer attention, Brandon et al. 2024)
 
     def __post_init__(self):
         for sym in ("L", "D", "F", "N", "K", "H", "V", "E", "k"):
             object.__setattr__(self, sym, check_int(sym, getattr(self, sym), maximum=MAX_DIM))
+        object.__setattr__(self, "kv_share", check_int("kv_share", self.kv_share,
+                                                       maximum=MAX_DIM))
         for sym in ("n_shared_experts", "n_dense_layers", "learned_positions"):
             object.__setattr__(self, sym, check_int(sym, getattr(self, sym), minimum=0,
                                                     maximum=MAX_DIM))

@@ -29,8 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import hardware, models
-from .memory import tp_choices
-from .parallelism.plan import RECOMPUTE, SCHEDULES, ParallelPlan
+from .parallelism import rules as _rules
+from .parallelism.plan import PP_LAYOUTS, RECOMPUTE, SCHEDULES, ParallelPlan
+from .parallelism.rules import tp_choices
 from .units import _brief, check_choice, check_count, check_fraction, check_positive, divisors
 
 SECONDS_PER_DAY = 86_400.0
@@ -39,26 +40,19 @@ SECONDS_PER_DAY = 86_400.0
 CHINCHILLA_TOKENS_PER_PARAM = 20.0
 TRAIN_FLOPS_PER_PARAM_TOKEN = 6.0
 
-# (name, sentence): why a plan cannot run. A plan's ``reasons`` mask has bit i set for RULES[i].
-RULES = (
-    ("tp_shape", "tp must divide the N query heads and the MLP width F, and divide the K kv "
-                 "heads or be a multiple of K"),
-    ("pp_layers", "pp · virtual_stages must not exceed the L layers (each chunk needs a layer)"),
-    ("batch", "the global batch must be a multiple of dp · micro_batch"),
-    ("interleaved", "the interleaved schedule needs the micro-batches per step to be a multiple "
-                    "of pp (Megatron-LM)"),
-    ("cp_seq", "context parallelism needs T divisible by 2·cp (load-balanced causal chunks)"),
-    ("sp_seq", "sequence parallelism needs T / cp divisible by tp"),
-    ("ep", "ep must divide the E experts and dp · cp (dense models use ep = 1)"),
-    ("zero_pp", "ZeRO-2/3 shard the gradients that pipeline micro-batches accumulate: with "
-                "pp > 1 use ZeRO 0 or 1 (DeepSpeed and Megatron-LM allow no more)"),
+# (name, sentence): why a plan cannot run. The structural rules are the one table of
+# scaling_lib.parallelism.rules (the same bits); the search adds memory and the deadline.
+RULES = tuple((r.name, r.message) for r in _rules.RULES) + (
     ("memory", "does not fit in the accelerator's memory"),
     ("deadline", "its step is slower than max_step_time (the run would miss its deadline)"),
 )
 _BIT = {name: 1 << i for i, (name, _) in enumerate(RULES)}
 _INT_AXES = ("dp", "tp", "pp", "cp", "ep", "zero", "micro_batch", "virtual_stages")
 SPACE_KEYS = ("tp", "pp", "cp", "ep", "zero", "micro_batch", "virtual_stages", "schedule",
-              "recompute", "sequence_parallel", "n_devices")
+              "recompute", "sequence_parallel", "n_devices", "pp_layout",
+              "reshard_after_forward")
+_PLAN_KEYS = _INT_AXES + ("schedule", "recompute", "sequence_parallel", "pp_layout",
+                          "reshard_after_forward")
 
 
 def _choices(name, value, default, valid=None):
@@ -72,9 +66,9 @@ def _choices(name, value, default, valid=None):
     for v in vals:
         if valid is not None:
             check_choice(name, v, valid)
-        elif name == "sequence_parallel":
+        elif name in ("sequence_parallel", "reshard_after_forward"):
             if not isinstance(v, (bool, np.bool_)):
-                raise ValueError(f"sequence_parallel={_brief(v)} must be True or False")
+                raise ValueError(f"{name}={_brief(v)} must be True or False")
         else:
             check_count(name, v)
     return tuple(sorted(set(vals), key=str))
@@ -161,48 +155,70 @@ def plan_space(cfg, cluster, global_batch, T, **space) -> dict:
                 virtual_stages=v, schedule=sched, recompute=rec, sequence_parallel=sp,
                 n_devices=n)
     cols = {k: a[keep] for k, a in cols.items()}
-    cols["reasons"] = _reasons(c, cols, B, T)
+    cols = _options(cols, space)
+    cols["reasons"] = _rules.check_arrays(c, cols, B, T)
     return cols
 
 
-def _reasons(c, p: dict, B: int, T: int) -> np.ndarray:
-    """Bit mask of the structural RULES each plan breaks (memory is left to the estimator)."""
-    dp, tp, pp, cp, ep = (p[k] for k in ("dp", "tp", "pp", "cp", "ep"))
-    mb, v, sched, sp, zero = (p[k] for k in ("micro_batch", "virtual_stages", "schedule",
-                                             "sequence_parallel", "zero"))
-    ok_tp = np.array(tp_choices(c))
-    r = np.zeros(len(dp), dtype=np.int64)
-
-    def flag(name, bad):
-        nonlocal r
-        r = r | np.where(bad, _BIT[name], 0)
-
-    flag("tp_shape", ~np.isin(tp, ok_tp))
-    flag("pp_layers", pp * v > c.L)
-    per_step = dp * mb
-    flag("batch", (B % per_step != 0) | (per_step > B))
-    m = np.maximum(B // np.maximum(per_step, 1), 1)
-    flag("interleaved", (sched == "interleaved") & (pp > 1) & (m % pp != 0))
-    flag("cp_seq", (cp > 1) & (T % (2 * cp) != 0))
-    flag("sp_seq", sp & ((T // cp) % tp != 0))
-    flag("ep", (c.E % ep != 0) | ((dp * cp) % ep != 0) | ((ep > 1) & (not c.is_moe)))
-    flag("zero_pp", (pp > 1) & (zero >= 2))
-    return r
+def _options(cols: dict, space: dict) -> dict:
+    """Add the layout and FSDP options as copies of the plans they apply to: each pipeline of
+    3 or more stages also with ``pp_layout="light_ends"``, each ZeRO-3 plan with replicas also
+    with ``reshard_after_forward=False`` (the defaults unless ``space`` narrows them)."""
+    layouts = _choices("pp_layout", space.get("pp_layout"), PP_LAYOUTS, valid=PP_LAYOUTS)
+    reshard = _choices("reshard_after_forward", space.get("reshard_after_forward"),
+                       (True, False))
+    n = len(cols["dp"])
+    cols["pp_layout"] = np.full(n, layouts[0], dtype=f"<U{max(map(len, PP_LAYOUTS))}")
+    cols["reshard_after_forward"] = np.full(n, reshard[0], dtype=bool)
+    extra = []
+    if len(layouts) > 1:
+        sel = np.flatnonzero(cols["pp"] >= 3)
+        extra.append((sel, "pp_layout", layouts[1]))
+    if len(reshard) > 1:
+        sel = np.flatnonzero((cols["zero"] == 3) & (cols["dp"] * cols["cp"] > 1))
+        extra.append((sel, "reshard_after_forward", reshard[1]))
+    for sel, key, value in extra:
+        copy = {k: v[sel].copy() for k, v in cols.items()}
+        copy[key][:] = value
+        cols = {k: np.concatenate([cols[k], copy[k]]) for k in cols}
+    return cols
 
 
 def describe(mask: int) -> list[str]:
     """The sentences of the RULES set in a reasons bit mask.
 
-    >>> describe(1 << 2)
+    >>> describe(_BIT["batch"])
     ['the global batch must be a multiple of dp · micro_batch']
     """
     return [text for i, (_, text) in enumerate(RULES) if int(mask) >> i & 1]
 
 
+def describe_named(mask: int) -> list[str]:
+    """:func:`describe` with each sentence ending in the name of its rule.
+
+    >>> describe_named(_BIT["batch"])
+    ['the global batch must be a multiple of dp · micro_batch (rule: batch)']
+    """
+    return [f"{text} (rule: {name})" for i, (name, text) in enumerate(RULES)
+            if int(mask) >> i & 1]
+
+
+def most_dropped(dropped: dict) -> tuple[str, int] | None:
+    """The rule that dropped most plans of a search, with its count (None when none was).
+
+    >>> most_dropped({"batch": 3, "memory": 10, "tp_heads": 0})
+    ('memory', 10)
+    """
+    name = max(dropped, key=dropped.get, default=None)
+    return None if name is None or not dropped[name] else (name, dropped[name])
+
+
 def _plan_at(cols: dict, i: int) -> ParallelPlan:
     return ParallelPlan(**{k: int(cols[k][i]) for k in _INT_AXES},
                         schedule=str(cols["schedule"][i]), recompute=str(cols["recompute"][i]),
-                        sequence_parallel=bool(cols["sequence_parallel"][i]))
+                        sequence_parallel=bool(cols["sequence_parallel"][i]),
+                        pp_layout=str(cols["pp_layout"][i]),
+                        reshard_after_forward=bool(cols["reshard_after_forward"][i]))
 
 
 def _cluster_of(cluster, n: int):
@@ -344,8 +360,8 @@ def compare(table: dict, a: int, b: int, objective: str = "time") -> str:
              "exposed_comm_time": "exposed communication",
              "bubble_time": "pipeline bubble", "optimizer_time": "optimizer step"}[worst]
     dt = float(table["step_time"][b] - table["step_time"][a])
-    changed = [f"{k} {table[k][a]} -> {table[k][b]}" for k in _INT_AXES + (
-        "schedule", "recompute", "sequence_parallel", "n_devices") if table[k][a] != table[k][b]]
+    changed = [f"{k} {table[k][a]} -> {table[k][b]}" for k in _PLAN_KEYS + ("n_devices",)
+               if table[k][a] != table[k][b]]
     msg = (f"it differs in {', '.join(changed) or 'nothing'}; its step is {dt * 1e3:+.1f} ms "
            f"longer, mostly {label} ({diff[worst] * 1e3:+.1f} ms)")
     if abs(dt) <= 1e-4 * float(table["step_time"][a]):
@@ -389,8 +405,8 @@ def search(cfg, cluster, global_batch, T, *, objective="time", top=None, dtype="
     >>> res = search("llama3-8b", hardware.cluster("h100", 16), 64, 4096, top=3)
     >>> len(res), res[0].step_time <= res[1].step_time, res.n_runnable > 1000
     (3, True, True)
-    >>> res.explain(ParallelPlan(dp=8, pp=2, zero=3))[0][:9]
-    'ZeRO-2/3 '
+    >>> res.explain(ParallelPlan(dp=8, pp=2, zero=2))[0][-16:]
+    '(rule: zero2_pp)'
     """
     from .parallelism.estimate import estimate_arrays
 
@@ -418,8 +434,7 @@ def search(cfg, cluster, global_batch, T, *, objective="time", top=None, dtype="
         sub_cluster = _cluster_of(cluster, int(n))
         for start in range(0, len(sel), chunk):
             part = sel[start:start + chunk]
-            plans = {k: cols[k][part] for k in _INT_AXES + ("schedule", "recompute",
-                                                            "sequence_parallel")}
+            plans = {k: cols[k][part] for k in _PLAN_KEYS}
             out = estimate_arrays(cfg, sub_cluster, plans, global_batch, T, dtype=dtype,
                                   calibration=calibration)
             for k in keys:
@@ -454,7 +469,7 @@ def explain(cfg, cluster, plan: ParallelPlan, global_batch, T, *, dtype="bf16", 
 
     >>> c = hardware.cluster("h100", 16)
     >>> explain("llama3-8b", c, ParallelPlan(dp=16, micro_batch=3), 64, 4096)[0]
-    'the global batch must be a multiple of dp · micro_batch'
+    'the global batch must be a multiple of dp · micro_batch (rule: batch)'
     """
     from .parallelism.estimate import estimate
 
@@ -463,10 +478,8 @@ def explain(cfg, cluster, plan: ParallelPlan, global_batch, T, *, dtype="bf16", 
     if not isinstance(plan, ParallelPlan):
         raise ValueError(f"plan={_brief(plan)} must be a ParallelPlan")
     n = plan.world_size if n_devices is None else int(n_devices)
-    cols = {k: np.array([getattr(plan, k)]) for k in _INT_AXES}
-    cols.update(schedule=np.array([plan.schedule]), recompute=np.array([plan.recompute]),
-                sequence_parallel=np.array([plan.sequence_parallel]))
-    out = describe(_reasons(c, cols, int(global_batch), int(T))[0])
+    out = describe_named(_rules.check_arrays(c, _rules.plan_columns([plan]), int(global_batch),
+                                       int(T))[0])
     if n > cluster.n_devices:
         out.append(f"the plan needs {n} devices; the cluster has {cluster.n_devices}")
     if out:
@@ -474,12 +487,12 @@ def explain(cfg, cluster, plan: ParallelPlan, global_batch, T, *, dtype="bf16", 
     est = estimate(c, _cluster_of(cluster, n), plan, global_batch, T, dtype=dtype)
     if not est.fits:
         hbm = cluster.accelerator.hbm_bytes
-        return [f"{dict(RULES)['memory']}: it needs {float(est.memory.total) / 1e9:.1f} GB per device, "
+        return [f"{dict(RULES)['memory']} (rule: memory): it needs {float(est.memory.total) / 1e9:.1f} GB per device, "
                 f"the {cluster.accelerator.name} has {hbm / 1e9:.0f} GB"]
     if ranked is not None:
         t = ranked.table
         same = np.ones(len(ranked), dtype=bool)
-        for k in _INT_AXES + ("schedule", "recompute", "sequence_parallel"):
+        for k in _PLAN_KEYS:
             same &= t[k] == getattr(plan, k)
         hit = np.flatnonzero(same)
         if len(hit):
@@ -659,5 +672,5 @@ def predicted_utilization(cluster, n_params, *, T=2048, tokens_per_step=4 * 2**2
 
 
 __all__ = ["RULES", "SearchResult", "TrainingRun", "compute_optimal", "days_to_train",
-           "describe", "explain", "pareto", "plan_space", "predicted_utilization", "search",
+           "describe", "describe_named", "explain", "most_dropped", "pareto", "plan_space", "predicted_utilization", "search",
            "shape_for", "training_run"]

@@ -374,6 +374,12 @@ def kv_cache_bytes(cfg, B, S, dtype="bf16"):
     MLA the cache holds the latent and the shared RoPE key: L · (kv_lora_rank + rope dim).
     Llama 3 8B in bf16: 2·32·8·128·2 = 131,072 bytes (128 KiB) per token. With a
     ``sliding_window`` W (Mistral 7B) each layer keeps only the last W tokens: min(S, W) of them.
+    With cross-layer KV sharing (``kv_share`` = s layers per cache: Brandon et al., "Reducing
+    Transformer Key-Value Cache Size with Cross-Layer Attention", 2024) ⌈L/s⌉ layers hold one.
+    fp8/int8 caches: pass ``dtype``.
+
+    >>> kv_cache_bytes(models.get("llama3-8b").with_changes(kv_share=2), 1, 1)  # CLA2: half
+    65536.0
 
     >>> kv_cache_bytes("llama3-8b", 1, 1)
     131072.0
@@ -389,10 +395,11 @@ def kv_cache_bytes(cfg, B, S, dtype="bf16"):
     S = check_count("S", S, minimum=0, sweep=True)
     if c.sliding_window is not None:
         S = np.minimum(S, c.sliding_window)
+    layers = -(-c.L // c.kv_share)  # ⌈L / share⌉ caches with cross-layer sharing
     if c.mla is None:
-        per_token = 2 * c.L * c.K * c.H
+        per_token = 2 * layers * c.K * c.H
     else:
-        per_token = c.L * (c.mla.kv_lora_rank + c.mla.qk_rope_head_dim)
+        per_token = layers * (c.mla.kv_lora_rank + c.mla.qk_rope_head_dim)
     return _out(B * S * per_token * dtype_bytes(dtype))
 
 

@@ -26,6 +26,7 @@ from importlib import resources
 
 import numpy as np
 
+from . import calibrate as _calibrate
 from . import hardware, models, published
 from .parallelism.estimate import DEFAULT_CALIBRATION, Calibration, estimate_arrays
 from .units import _brief, check_choice
@@ -137,70 +138,71 @@ def ape(pred, measured) -> np.ndarray:
     return np.abs(np.asarray(pred) - np.asarray(measured)) / np.asarray(measured)
 
 
-FIT_FIELDS = ("gemm_efficiency", "hbm_efficiency", "kernel_time", "nvlink_efficiency",
-              "nvlink_latency", "network_efficiency", "network_latency", "step_overhead")
+FIT_FIELDS = _calibrate.FIT_FIELDS
+_BOUNDS = _calibrate.BOUNDS  # the fitted constants' physical bounds, sourced in calibrate.BOUNDS
+ROBUST_SCALE = _calibrate.ROBUST_SCALE
 
 
-# Bounds of the fitted constants, physical priors: fractions of a peak in (0, 1]; NCCL reaches
-# 60-95% of the line rate on large messages (NVIDIA's nccl-tests bus bandwidths), and one step
-# of a collective costs 1-50 µs; a kernel's dispatch 0.1 µs to 1 ms; host work per step < 1 s.
-_BOUNDS = {"gemm_efficiency": (0.2, 1.0), "hbm_efficiency": (0.2, 1.0),
-           "gemm_k_half": (1.0, 2048.0),
-           "nvlink_efficiency": (0.6, 0.95), "network_efficiency": (0.6, 0.95),
-           "kernel_time": (1e-7, 1e-3), "nvlink_latency": (1e-6, 50e-6),
-           "network_latency": (1e-6, 50e-6), "step_overhead": (0.0, 1.0)}
+def measurements(which: str = "single", part: str = "all") -> list:
+    """The rows of a vTrain file as :class:`scaling_lib.calibrate.Measurement` records: what
+    :func:`predict` hands the estimator (full recomputation, 1F1B, the padded GPT-2 vocabulary,
+    :func:`vtrain_cluster`), so the public fitter runs on them (with ``VTRAIN_OPTIONS``).
 
+    >>> m = measurements("multi", "test")
+    >>> len(m), m[0].plan.recompute, m[0].line
+    (36, 'full', 1)
+    """
+    from .parallelism import ParallelPlan
 
-ROBUST_SCALE = 0.05  # log-ratio beyond which a row's miss counts linearly in the fit
+    rows = load(which)
+    sel = np.flatnonzero(split(rows, part))
+    clusters, cfgs, out = {}, {}, []
+    for i in sel:
+        D, N, L, T, tp = (int(rows[k][i]) for k in ("D", "N", "L", "T", "tp"))
+        n = int(rows["n_gpus"][i])
+        key = (L, D, N, T, tp)
+        if key not in cfgs:
+            cfgs[key] = models.gpt(L, D, N, V=padded_vocab(GPT2_VOCAB, tp), T_max=T)
+        if n not in clusters:
+            clusters[n] = vtrain_cluster(n)
+        plan = ParallelPlan(dp=int(rows["dp"][i]), tp=tp, pp=int(rows["pp"][i]),
+                            micro_batch=int(rows["micro_batch"][i]), recompute="full",
+                            schedule="1f1b", sequence_parallel=False)
+        out.append(_calibrate.Measurement(cfgs[key], clusters[n], plan,
+                                          int(rows["global_batch"][i]), T,
+                                          float(rows["measured"][i]), "fp16", int(i),
+                                          f"vtrain-{which}"))
+    return out
 
 
 def fit(calibration=None, fields=FIT_FIELDS, *, which=("single", "multi"), part="train",
         max_evals=400) -> Calibration:
-    """Fit ``fields`` of the Calibration to the rows of ``part`` of the files ``which``.
+    """Fit ``fields`` of the Calibration to the rows of ``part`` of the files ``which``:
+    :func:`scaling_lib.calibrate.fit_measurements` (the one fitter) on :func:`measurements`,
+    each file weighted equally whatever its number of rows, no cross-validation (the odd rows
+    are the held-out set).
 
     Robust least squares on the log ratio predicted / measured (a 10% miss weighs the same on
     a 60 ms and a 20 s step; misses beyond ``ROBUST_SCALE`` count linearly, so a few rows with
-    effects outside the model do not drag the constants), each file weighted equally whatever
-    its number of rows; bounded
-    (fractions in (0, 1], times positive). Takes a few hundred evaluations of :func:`predict`:
-    seconds to a minute. ``VTRAIN_CALIBRATION`` is the result for the defaults, rounded.
+    effects outside the model do not drag the constants), bounded (``calibrate.BOUNDS``).
+    Takes a few hundred evaluations of the estimator: seconds to minutes.
+    ``VTRAIN_CALIBRATION`` is the result for the defaults, rounded.
     """
-    from scipy.optimize import least_squares
-
     cal0 = VTRAIN_CALIBRATION if calibration is None else calibration
     if not isinstance(cal0, Calibration):
         raise ValueError(f"calibration={_brief(cal0)} must be a Calibration")
     unknown = sorted(set(fields) - set(_BOUNDS))
     if unknown:
         raise ValueError(f"cannot fit {unknown}; valid fields: {', '.join(_BOUNDS)}")
-    sets = []
+    rows, weights = [], []
     for w in which:
-        rows = load(w)
-        sel = split(rows, part)
-        sets.append({k: v[sel] for k, v in rows.items()})
-    weights = [1 / np.sqrt(len(s["measured"])) for s in sets]
-    lo = np.array([_BOUNDS[f][0] for f in fields])
-    hi = np.array([_BOUNDS[f][1] for f in fields])
-    scale = np.where(hi <= 1.0 + 1e-12, 1.0, 1e-5)  # times in units of 10 µs
-    scale[np.array(fields) == "step_overhead"] = 1e-2
-    scale[np.array(fields) == "gemm_k_half"] = 100.0
-    x0 = np.clip([getattr(cal0, f) for f in fields], lo, hi) / scale
-
-    w = np.concatenate([np.full(len(s["measured"]), wt ** 2) for wt, s in zip(weights, sets)])
-
-    def residuals(x):
-        cal = dataclasses.replace(cal0, **dict(zip(fields, x * scale)))
-        return np.concatenate([np.log(predict(s, cal) / s["measured"]) for s in sets])
-
-    def loss(z):  # soft-l1, each row weighted so that every file counts the same
-        t = 1 + z
-        return np.stack([w * 2 * (np.sqrt(t) - 1), w / np.sqrt(t), -w / 2 * t ** -1.5])
-
-    # a robust loss (quadratic within ROBUST_SCALE, linear beyond): rows the model cannot
-    # describe (allocator thrashing, see the chapter) must not drag the physical constants
-    res = least_squares(residuals, x0, bounds=(lo / scale, hi / scale), max_nfev=max_evals,
-                        x_scale="jac", loss=loss, f_scale=ROBUST_SCALE)
-    return dataclasses.replace(cal0, **dict(zip(fields, (res.x * scale).tolist())))
+        m = measurements(w, part)
+        rows += m
+        weights += [1 / len(m)] * len(m)
+    cal, _ = _calibrate.fit_measurements(rows, fields=tuple(fields), calibration=cal0,
+                                         weights=weights, options=VTRAIN_OPTIONS,
+                                         cross_validate=False, max_evals=max_evals)
+    return cal
 
 
 @dataclass(frozen=True)
@@ -354,20 +356,20 @@ def korthikanti_comparison(calibration=None) -> list[dict]:
 def recalibrate_gemm(records_fn, calibration=None, *, train=lambda r: True):
     """A Calibration whose η_c (``gemm_efficiency``) alone is refitted so that the comparisons
     ``records_fn(calibration)`` selected by ``train`` match on average (least squares on the log
-    error), every other constant kept: how a user adapts the estimator to a faster or slower
+    error, by the one fitter :func:`scaling_lib.calibrate.fit_constants`), every other constant
+    kept: how a user adapts the estimator to a faster or slower
     software stack from a few measured steps. Returns (calibration, records with it).
     """
-    from scipy.optimize import minimize_scalar
-
     cal0 = VTRAIN_CALIBRATION if calibration is None else calibration
 
-    def loss(eta):
-        recs = [r for r in records_fn(dataclasses.replace(cal0, gemm_efficiency=eta)) if train(r)]
-        return float(np.mean([np.log1p(r["error"]) ** 2 for r in recs]))
+    def chosen(cal):
+        return [r for r in records_fn(cal) if train(r)]
 
-    res = minimize_scalar(loss, bounds=(0.3, 1.0), method="bounded",
-                          options=dict(xatol=1e-3))
-    cal = dataclasses.replace(cal0, gemm_efficiency=round(float(res.x), 3))
+    measured = np.array([r["published"] for r in chosen(cal0)], float)
+    fitted = _calibrate.fit_constants(
+        lambda cal: np.array([r["estimated"] for r in chosen(cal)], float), measured, cal0,
+        ("gemm_efficiency",))
+    cal = dataclasses.replace(cal0, gemm_efficiency=round(fitted.gemm_efficiency, 3))
     return cal, records_fn(cal)
 
 
@@ -452,4 +454,117 @@ def published_comparisons(calibration=None) -> list[dict]:
             e = _one(r.model, cluster, plan, r.global_batch, r.T, cal)
             out.append(dict(source=r.source, name=name, quantity="mfu", published=r.mfu,
                             estimated=e.mfu, error=e.mfu / r.mfu - 1))
+    return out
+
+
+# ---- published runs of other frameworks: shapes, clusters and stacks the fit never saw -----------
+# scaling_lib/data/published_runs/runs.csv (its README: sources, conventions, cautions). The
+# accelerator of each row by the name the source gives; the lower-power H100s of TorchTitan's
+# Grand Teton hosts are H100s to the model (what calibration to that stack is for).
+_RUN_GPUS = (("a100-sxm4-40gb", "a100-40gb"), ("a100-sxm-40gb", "a100-40gb"),
+             ("a100", "a100-80gb"), ("ampere", "a100-80gb"), ("h100", "h100"))
+# A family, one software stack: one framework's runs on one kind of GPU in one precision (the
+# framework from the id's prefix; TorchTitan's three benchmark pages are one framework)
+_RUN_FAMILY = {"tt": "TorchTitan", "dgxc": "NeMo (DGX Cloud benchmarks)",
+               "dgxc-paxml": "PaxML (DGX Cloud benchmarks)",
+               "dgxc-maxtext": "MaxText (DGX Cloud benchmarks)", "nemo2407": "NeMo 24.07",
+               "mcore080": "Megatron-Core", "megascale": "MegaScale", "nemo": "NeMo long-sequence",
+               "nemolauncher": "NeMo-Megatron-Launcher", "mbridge2511": "Megatron-Bridge",
+               "nemotron4": "Nemotron-4 production"}
+SMALL_RUN_GPUS = 64  # "a few small runs": at most 8 nodes of 8 GPUs
+
+
+def _run_gpu(text: str) -> str:
+    low = text.lower()
+    for key, name in _RUN_GPUS:
+        if key in low:
+            return name
+    raise ValueError(f"gpu {text!r} is none of the accelerators the runs use")
+
+
+def published_runs() -> tuple[list[dict], dict]:
+    """The published runs whose step time is known (``measured_step_s``, or the global batch's
+    tokens over ``measured_tokens_per_s``) and whose layout the estimator can run, as records
+    ``id``, ``family`` (framework, GPU and precision: one software stack), ``n_gpus``, ``measurement`` (a
+    :class:`scaling_lib.calibrate.Measurement`); and {id: why skipped} for the others.
+
+    >>> runs, skipped = published_runs()
+    >>> len(runs) > 50 and all(r["measurement"].step_time > 0 for r in runs)
+    True
+    """
+    text = resources.files("scaling_lib.data").joinpath("published_runs", "runs.csv").read_text()
+    out, skipped = [], {}
+    for r in csv.DictReader(text.splitlines()):
+        rid = r["id"]
+        try:
+            B, T = int(r["global_batch_seqs"] or 0), int(r["seq_len"])
+            if r["measured_step_s"]:
+                step = float(r["measured_step_s"])
+            elif r["measured_tokens_per_s"] and B:
+                step = B * T / float(r["measured_tokens_per_s"])
+            else:
+                raise ValueError("no measured step time or tokens/s (MFU and TFLOP/s follow "
+                                 "each source's own FLOP count)")
+            gpu = _run_gpu(r["gpu"])
+            per_node = int(r["gpus_per_node"] or 8)
+            v = dict(layers=int(r["n_layers"]), hidden=int(r["d_model"]),
+                     heads=int(r["n_heads"] or int(r["d_model"]) // 128),
+                     kv_heads=int(r["n_kv_heads"] or 0) or None, ffn=int(r["d_ff"] or 0) or None,
+                     vocab=int(r["vocab"]), glu=r["glu(0/1)"] == "1", gpu=gpu,
+                     gpus=int(r["n_gpus"]), gpus_per_node=per_node,
+                     inter_node_gbps=float(r["inter_node_gbps_per_gpu"]) * per_node
+                     if r["inter_node_gbps_per_gpu"] else None,
+                     tp=int(r["tp"] or 1), pp=int(r["pp"] or 1), cp=int(r["cp"] or 1),
+                     ep=int(r["ep"] or 1), zero=int(r["zero_stage"] or 0),
+                     micro_batch=int(r["micro_batch"] or 1),
+                     virtual_stages=int(r["virtual_stages"] or 1),
+                     recompute=r["recompute(none/selective/full)"] or None,
+                     dtype="fp8" if "fp8" in r["precision"] else (r["precision"] or "bf16"),
+                     global_batch=B, seq_len=T, step_time_s=step)
+            if v["kv_heads"] and v["heads"] % v["kv_heads"]:
+                raise ValueError(f"{v['kv_heads']} kv heads do not divide {v['heads']} heads")
+            m = _calibrate.measurement(v)
+        except ValueError as e:
+            skipped[rid] = str(e)
+            continue
+        prefix = rid.split("-")[0]
+        fam = _RUN_FAMILY.get("-".join(rid.split("-")[:2]), _RUN_FAMILY.get(prefix, rid))
+        m = dataclasses.replace(m, label=rid)
+        out.append(dict(id=rid, family=f"{fam}, {gpu}, {v['dtype']}", n_gpus=v["gpus"],
+                        measurement=m))
+    return out, skipped
+
+
+def published_check(runs=None, calibration=None) -> dict:
+    """The estimate against every published run with a known step time, by family: out of the
+    box (``calibration``, default the library's) and after calibrating the family's own
+    small runs (at most ``SMALL_RUN_GPUS`` GPUs) with :func:`scaling_lib.calibrate.fit_measurements`
+    and predicting its larger runs, which the fit never saw. Returns {family: record} with
+    ``n_runs``, ``n_small``, ``mape`` (all runs, out of the box), ``mape_large`` (the larger
+    runs, out of the box), ``mape_large_calibrated`` (after; None without small runs),
+    ``fitted`` (the constants the fit moved), ``errors`` (id -> signed error out of the box).
+    """
+    runs = published_runs()[0] if runs is None else runs
+    cal0 = VTRAIN_CALIBRATION if calibration is None else calibration
+    fams: dict = {}
+    for r in runs:
+        fams.setdefault(r["family"], []).append(r)
+    out = {}
+    for fam, rs in fams.items():
+        ms = [r["measurement"] for r in rs]
+        meas = np.array([m.step_time for m in ms])
+        err = _calibrate.predict(ms, cal0) / meas - 1
+        small = np.array([r["n_gpus"] <= SMALL_RUN_GPUS for r in rs])
+        rec = dict(n_runs=len(rs), n_small=int(small.sum()), mape=float(np.mean(np.abs(err))),
+                   mape_large=float(np.mean(np.abs(err[~small]))) if (~small).any() else None,
+                   mape_large_calibrated=None, fitted={},
+                   errors={r["id"]: float(e) for r, e in zip(rs, err)})
+        if small.any() and (~small).any():
+            cal, rep = _calibrate.fit_measurements([m for m, s in zip(ms, small) if s],
+                                                   calibration=cal0, cross_validate=False)
+            large = [m for m, s in zip(ms, small) if not s]
+            e2 = _calibrate.predict(large, cal) / meas[~small] - 1
+            rec.update(mape_large_calibrated=float(np.mean(np.abs(e2))),
+                       fitted={f: (a, b) for f, a, b, _ in rep.moved})
+        out[fam] = rec
     return out

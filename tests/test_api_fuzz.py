@@ -360,7 +360,7 @@ def test_every_module_is_fuzzed():
                 "scaling_lib.parallelism.plan", "scaling_lib.sharding",
                 "scaling_lib.parallelism.steptime", "scaling_lib.parallelism.timeline",
                 "scaling_lib.parallelism.split", "scaling_lib.serving",
-                "scaling_lib.serving_sim"):
+                "scaling_lib.serving.sim"):
         # a package (collectives, hardware) counts through any of its submodules
         assert any(m == mod or m.startswith(mod + ".") for m in modules), mod
     assert len(CALLABLES) > 60

@@ -100,3 +100,54 @@ def test_module_entry_point():
     bad = subprocess.run([sys.executable, "-m", "scaling_lib", "serve", "--gpu", "h100"],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert bad.returncode == 2 and bad.stderr.startswith("error: ") and bad.stdout == ""
+
+
+# ---- layouts, latency targets and tail latencies (serving issue) --------------------------------
+@pytest.mark.parametrize("extra, needle", [
+    (["--model", "llama3-70b", "--tp", "3"], "tp=3 does not divide N=64 query heads"),
+    (["--model", "llama3-70b", "--tp", "16"], "tp=16 does not divide n_devices=8"),
+    (["--model", "llama3-70b", "--pp", "3"], "pp=3 does not divide"),
+    (["--model", "llama3-70b", "--replicas", "3"], "replicas=3 does not divide"),
+    (["--model", "llama3-70b", "--slo-ttft", "-1"], "--slo-ttft must be a positive number"),
+])
+def test_layout_errors_are_one_line_exit_2(extra, needle, capsys):
+    assert cli.main(BASE + extra) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err and "Traceback" not in err
+
+
+def test_llama3_8b_on_64_gpus_refuses_tp_64_and_picks_a_layout(capsys):
+    """The heads decide: tp=64 > N=32 is refused; left free, 64 GPUs hold replicas."""
+    argv = ["serve", "--model", "llama3-8b", "--gpu", "h100", "--gpus", "64", "--batch", "64",
+            "--prompt-len", "1024", "--gen-len", "256"]
+    assert cli.main(argv + ["--tp", "64"]) == 2
+    assert "choose tp in [1, 2, 4, 8, 16, 32]" in capsys.readouterr().err
+    r = _json(argv, capsys)
+    assert r["tp"] * r["pp"] * r["replicas"] == 64 and r["tp"] <= 8
+
+
+def test_layout_flags_reach_the_library(capsys):
+    argv = ["serve", "--model", "llama3-405b", "--gpu", "h100", "--gpus", "16", "--batch", "8",
+            "--prompt-len", "1024", "--gen-len", "128", "--requests", "300"]
+    r = _json(argv, capsys)
+    assert (r["tp"], r["pp"], r["replicas"]) == (8, 2, 1) and r["fits"]
+    e = serving.estimate("llama3-405b", "h100", 16, batch=8, prompt_len=1024, gen_len=128)
+    assert r["tpot_s"] == pytest.approx(e.tpot)
+    t16 = _json(argv + ["--tp", "16"], capsys)
+    assert (t16["tp"], t16["pp"]) == (16, 1)
+    assert t16["tpot_s"] == pytest.approx(serving.estimate(
+        "llama3-405b", "h100", 16, batch=8, prompt_len=1024, gen_len=128, tp=16).tpot)
+
+
+def test_tail_latencies_and_goodput(capsys):
+    r = _json(BASE + ["--model", "llama3-8b", "--requests", "500", "--slo-ttft", "0.5",
+                      "--slo-tpot", "0.02"], capsys)
+    tail = r["tail"]
+    for w in ("ttft_s", "tpot_s", "latency_s"):
+        assert tail[w]["p50"] <= tail[w]["p90"] <= tail[w]["p99"]
+    assert 0 <= tail["slo_attainment"] <= 1
+    assert tail["goodput_per_s"] <= tail["rate_per_s"] * 1.5
+    # a target nobody meets gives no goodput
+    none = _json(BASE + ["--model", "llama3-8b", "--requests", "200", "--slo-tpot", "1e-6"],
+                 capsys)
+    assert none["tail"]["goodput_per_s"] == 0 and none["tail"]["slo_attainment"] == 0

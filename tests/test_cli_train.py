@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from scaling_lib import cli, hardware, planner
+from scaling_lib.cli_train import count, duration, percent
 from scaling_lib.parallelism import ParallelPlan
 from scaling_lib.parallelism.estimate import estimate
 
@@ -109,8 +110,14 @@ def test_optimal_json(capsys):
     (EST + ["--dp", "4"], "dp·tp·pp·cp = 4·1·1·1 = 4 must equal --gpus 16"),
     (EST + ["--tp", "3"], "--tp 3 must divide the N=32 query heads"),
     (EST + ["--dp", "16", "--micro-batch", "3"], "multiple of dp · micro_batch"),
-    (["estimate", "--model", "llama3-70b", "--gpu", "h100", "--gpus", "8", "--global-batch", "8",
-      "--seq-len", "4096"], "does not fit in the accelerator's memory"),
+    (EST + ["--dtype", "fp4"], "--dtype 'fp4' is not valid; choose one of: bf16, fp16, fp8"),
+    (EST + ["--headroom", "80"], "--headroom 80 GB leaves no memory: the h100 has 80 GB"),
+    (EST + ["--headroom", "-1"], "--headroom must be a number >= 0"),
+    (EST + ["--calibration", "/nonexistent/cal.json"], "calibration file '/nonexistent/cal.json' "
+     "does not exist"),
+    (["estimate", "--model", "llama3-8b", "--gpu", "h100", "--gpus", "1e12", "--global-batch",
+      "8", "--seq-len", "64"], "n_devices=1000000000000"),
+    (EST + ["--global-batch", "1.5"], "--global-batch must be a whole number, got '1.5'"),
     (EST + ["--recompute", "some"], "--recompute 'some' is not valid; choose one of: none"),
     (EST + ["--schedule", "zb"], "choose one of: 1f1b, gpipe, interleaved"),
     (EST + ["--zero", "4"], "--zero 4 is not a ZeRO stage"),
@@ -129,6 +136,108 @@ def test_bad_input_is_one_line_exit_2(argv, needle, capsys):
     code, out, err = run(argv, capsys)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and needle in err and "Traceback" not in err
+
+
+def test_estimate_of_a_plan_that_does_not_fit_prints_it_all(capsys):
+    argv = ["estimate", "--model", "llama3-70b", "--gpu", "h100", "--gpus", "8",
+            "--global-batch", "8", "--seq-len", "4096"]
+    code, out, err = run(argv, capsys)
+    assert code == 0, err
+    assert any(line.split() == ["fits", "no"] for line in out.splitlines())
+    lines = {line.split()[0] for line in out.splitlines() if line.strip()}
+    assert {"step", "MFU", "parameters", "optimizer", "activations"} <= lines
+    assert "does not fit:" in out
+    code, out, err = run(argv + ["--json"], capsys)
+    rec = json.loads(out)
+    assert rec["fits"] is False and rec["step_time_s"] > 0
+    assert sum(rec["memory_by_part_bytes"].values()) == pytest.approx(
+        rec["memory_per_device_bytes"])
+    assert rec["memory_per_device_bytes"] > rec["memory_limit_bytes"]
+
+
+def test_dtype_reaches_the_estimate(capsys):
+    _, b, _ = run(EST + ["--json"], capsys)
+    _, f, _ = run(EST + ["--dtype", "fp8", "--json"], capsys)
+    e = estimate("llama3-8b", hardware.cluster("h100", 16), ParallelPlan(dp=16), 64, 4096,
+                 dtype="fp8")
+    assert json.loads(f)["step_time_s"] == pytest.approx(e.step_time)
+    assert json.loads(f)["step_time_s"] < json.loads(b)["step_time_s"]
+
+
+def test_headroom_lowers_the_memory_limit(capsys):
+    base = EST + ["--tp", "2", "--zero", "1", "--json"]
+    _, out, _ = run(base, capsys)
+    rec = json.loads(out)
+    assert rec["fits"] is True
+    spare = (rec["memory_limit_bytes"] - rec["memory_per_device_bytes"]) / 1e9
+    headroom = round(spare + 1, 1)
+    _, out, _ = run(base + ["--headroom", str(headroom)], capsys)
+    tight = json.loads(out)
+    assert tight["fits"] is False
+    assert tight["memory_limit_bytes"] == pytest.approx(rec["memory_limit_bytes"] - headroom * 1e9)
+    assert tight["step_time_s"] == pytest.approx(rec["step_time_s"])
+    # a search keeps only plans that fit under the headroom
+    _, out, _ = run(PLAN + ["--headroom", "40", "--json", "--top", "50"], capsys)
+    assert all(p["memory_per_device_bytes"] <= 40e9 for p in json.loads(out)["plans"])
+
+
+def test_calibration_file_reaches_estimate_plan_and_optimal(tmp_path, capsys):
+    from scaling_lib.calibrate import load_calibration, save_calibration
+    from scaling_lib.parallelism.estimate import DEFAULT_CALIBRATION
+    import dataclasses
+
+    slow = dataclasses.replace(DEFAULT_CALIBRATION, gemm_efficiency=0.4)
+    path = save_calibration(slow, tmp_path / "cal.json")
+    assert load_calibration(path) == slow
+    _, out, _ = run(EST + ["--calibration", str(path), "--json"], capsys)
+    e = estimate("llama3-8b", hardware.cluster("h100", 16), ParallelPlan(dp=16), 64, 4096,
+                 calibration=slow)
+    assert json.loads(out)["step_time_s"] == pytest.approx(e.step_time)
+    _, out, _ = run(PLAN + ["--calibration", str(path), "--top", "2", "--json"], capsys)
+    res = planner.search("llama3-8b", hardware.cluster("h100", 16), 64, 4096, top=2,
+                         calibration=slow)
+    assert [p["step_time_s"] for p in json.loads(out)["plans"]] == pytest.approx(
+        res.table["step_time"].tolist())
+    opt = ["optimal", "--gpu", "h100", "--gpus", "64", "--days", "10", "--json"]
+    _, fast, _ = run(opt, capsys)
+    _, slow_out, _ = run(opt + ["--calibration", str(path)], capsys)
+    assert json.loads(slow_out)["utilization"] < json.loads(fast)["utilization"]
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"calibration": {"gemm_eff": 0.5}}')
+    code, out, err = run(EST + ["--calibration", str(bad)], capsys)
+    assert code == 2 and "unknown constant(s) gemm_eff; valid: gemm_efficiency" in err
+    assert err.count("\n") == 1
+
+
+def test_plan_names_the_rule_that_alone_dropped_most(capsys):
+    code, out, err = run(PLAN + ["--json"], capsys)
+    rec = json.loads(out)
+    most = rec["dropped_most"]
+    assert most["rule"] in dict(planner.RULES) and most["plans_alone"] > 0
+    # no rule alone dropped more than it dropped in all, and the named one dropped the most alone
+    assert most["plans_alone"] <= rec["dropped"][most["rule"]]
+    # a search in which nothing fits names that rule in one line
+    code, out, err = run(["plan", "--model", "llama3-405b", "--gpu", "h100", "--gpus", "8",
+                          "--global-batch", "8", "--seq-len", "4096"], capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert "the rule that dropped most" in err and "memory" in err
+
+
+def test_extreme_numbers_print_readably(capsys):
+    # a step of years (a huge batch on one node) and nanosecond-scale parts
+    code, out, err = run(["estimate", "--model", "llama3-405b", "--gpu", "h100", "--gpus", "8",
+                          "--tp", "8", "--global-batch", "16000000", "--seq-len", "8192",
+                          "--recompute", "full"], capsys)
+    assert code == 0, err
+    step = next(line for line in out.splitlines() if line.startswith("step time"))
+    assert step.rstrip().endswith("years") and "e+" not in step
+    assert "--zero 1" in out and "--recompute full" not in out.split("does not fit")[-1]
+    assert (duration(1e-9), duration(3.2e-5), duration(3 * 86400)) == ("1 ns", "32 µs", "3 days")
+    assert (count(1e12), percent(2e-9)) == ("1,000,000,000,000", "2e-07%")
+    code, out, err = run(PLAN + ["--tokens", "1e30", "--top", "1"], capsys)
+    assert code == 0, err
+    row = next(line for line in out.splitlines() if line.startswith("1 "))
+    assert "e+" in row and len(row) < 200  # days and GPU-hours in scientific notation
 
 
 def test_subprocess_entry_points():

@@ -47,7 +47,11 @@ def test_comms_of_each_variant_by_hand():
         ("all-gather", kv, L, "cp"), ("reduce-scatter", kv, L, "cp")]
     ring = cx.comms(c, base.with_changes(cp_variant="ring"), B, T)
     assert {x.kind for x in ring} == {"collective-permute"}
-    assert sum(x.nbytes * x.count for x in ring) == 2 * 15 * L * kv / 16
+    # forward: the K/V block, cp - 1 = 15 times per layer; backward: K/V again and dK/dV
+    assert sum(x.nbytes * x.count for x in ring if x.phase == "forward") == 15 * L * kv / 16
+    assert sum(x.nbytes * x.count for x in ring if x.phase == "backward") == 2 * 15 * L * kv / 16
+    kept = cx.comms(c, base.with_changes(cp_variant="ring"), B, T, ring_keeps_kv=True)
+    assert sum(x.nbytes * x.count for x in kept) == 2 * 15 * L * kv / 16
     uly = cx.comms(c, base.with_changes(cp_variant="ulysses", tp=1, cp=8), B, T)
     assert sum(x.nbytes * x.count for x in uly) == 2 * L * a * T * (2 * 64 + 2 * 8) * H
 
@@ -75,8 +79,10 @@ def test_collectives_include_cp_and_the_gradient_spans_dp_times_cp():
 def test_constraints_name_the_rule():
     assert "2·cp = 8" in cx.constraints(CFG, ParallelPlan(cp=4), 8, 12)[0]
     assert cx.constraints(CFG, ParallelPlan(cp=2, cp_variant="ulysses"), 8, 16) == []
-    msg = cx.constraints(CFG, ParallelPlan(cp=4, cp_variant="ulysses"), 8, 16)
-    assert len(msg) == 1 and "K=2 key/value heads" in msg[0]
+    # K = 2 < cp = 4: replicated, allowed; N = 4 < cp = 8: the limit
+    assert cx.constraints(CFG, ParallelPlan(cp=4, cp_variant="ulysses"), 8, 16) == []
+    msg = cx.constraints(CFG, ParallelPlan(cp=8, cp_variant="ulysses"), 8, 16)
+    assert len(msg) == 1 and "N=4 query heads" in msg[0]
     with pytest.raises(ValueError, match="2·cp = 8"):
         collectives(CFG, ParallelPlan(cp=4), 8, 12)
     with pytest.raises(ValueError, match="cp_variant='zigzag'; valid choices: allgather, ring, "
@@ -124,7 +130,8 @@ def test_memory_has_the_variants_attention_buffers():
             for v in cx.VARIANTS}
     assert bufs["allgather"] == 2 * 2 * 64 * 2 * 8          # K and V of the whole sequence
     assert bufs["ring"] == bufs["allgather"] / 2             # two blocks of T/4
-    assert bufs["ulysses"] == 2 * 64 * (2 * 4 + 2 * 2) * 8 / 4
+    # q and out of n = 4 heads, k and v of max(K, cp) = 4 heads (K = 2 replicated twice)
+    assert bufs["ulysses"] == 2 * 64 * (2 * 4 + 2 * 4) * 8 / 4
 
 
 def test_step_time_splits_compute_over_cp_and_times_every_variant():
@@ -138,7 +145,9 @@ def test_step_time_splits_compute_over_cp_and_times_every_variant():
         st = steptime.step_time("llama3-8b", cluster, ParallelPlan(dp=2, tp=8, cp=4, cp_variant=v),
                                 2, 32768)
         cp = [c for c in st.comms if c.comm.axis == "cp"]
-        assert len(cp) == 2 and all(list(c.levels) == ["inter-node"] for c in cp)
+        # allgather: gather + reduce-scatter; ring: K/V forward, K/V and dK/dV backward
+        assert len(cp) == (2 if v == "allgather" else 3)
+        assert all(list(c.levels) == ["inter-node"] for c in cp)
     # a ring inside one node: NVLink, one send of nbytes per step
     st = steptime.step_time("llama3-8b", cluster, ParallelPlan(dp=16, cp=4, cp_variant="ring"),
                             16, 8192)

@@ -5,7 +5,8 @@ import pytest
 
 from scaling_lib import hardware, memory, models, transformer
 from scaling_lib.parallelism import ParallelPlan, StepEstimate, estimate, estimate_arrays
-from scaling_lib.parallelism.estimate import (OUTPUTS, Calibration, _gemm_time, plan_arrays)
+from scaling_lib.parallelism.estimate import OUTPUTS, Calibration, plan_arrays
+from scaling_lib.parallelism.kernels import _gemm_time
 
 GPT = models.gpt(24, 2048, 16, V=51200, T_max=2048, name="gpt-1.3b")
 PLANS = [
@@ -121,14 +122,18 @@ def test_vectorised_path_is_fast():
     assert r["step_time"].shape == (n,) and np.all(r["step_time"] > 0)
 
 
-def test_inlined_switch_costs_match_the_collectives_module():
-    from scaling_lib.collectives import collective_time
-    from scaling_lib.parallelism.estimate import _switch_time
+def test_estimate_times_collectives_with_the_collectives_module():
+    """The estimator keeps no copy of the collective cost model: links.group_time is
+    collectives.group_time with the calibration (issue 19: one home per quantity)."""
+    from scaling_lib.collectives import group_time
+    from scaling_lib.parallelism import links
+    from scaling_lib.parallelism.calibration import DEFAULT_CALIBRATION as cal
 
+    c = hardware.cluster("h100", 64)
     for kind in ("all-gather", "reduce-scatter", "all-reduce", "all-to-all"):
         for n in (2, 8, 64):
-            want = collective_time(kind, 1e8, n, 5e10, topology="switch", latency=3e-6)
-            assert np.isclose(_switch_time(kind, 1e8, n, 5e10, 3e-6), want)
+            want = group_time(kind, 1e8, n, 1, c, calibration=cal)
+            assert np.isclose(links.group_time(kind, 1e8, n, 1, c, cal), want)
 
 
 @pytest.mark.parametrize("pp,m,v,kind", [(4, 8, 1, "1f1b"), (4, 8, 1, "gpipe"), (8, 16, 2, "interleaved"),

@@ -88,3 +88,39 @@ def test_run_reports_every_notebook_and_fails_at_the_end(tmp_path, capsys):
     assert f"ok     {ok}" in out and out.rstrip().endswith("4 of 5 notebooks failed")
     assert "42" in nbformat.read(ok, as_version=4).cells[0].outputs[0]["text"]  # stored
     assert raises.read_text() == before  # a failed notebook is left as it was
+
+
+# ---- Hints live with the key, not in the cells (issue 21) -----------------------------------------
+
+def _graded_cells(nb):
+    return [c for c in nb.cells if "graded" in c.get("metadata", {}).get("tags", [])
+            or c.source.startswith("%%graded")]
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_no_hint_in_a_cell_or_before_a_fail(path):
+    """No graded cell passes a hint (solutions or the generated exercises), and no stored
+    output shows one: a hint appears only after a FAIL, from the key."""
+    import re
+
+    for nb in (nbformat.read(path, as_version=4),
+               nbformat.read(ROOT / "exercises" / path.name, as_version=4)):
+        for c in _graded_cells(nb):
+            assert not re.search(r"\bhint\s*=", c.source), f"{path.name}: a hint in\n{c.source}"
+            text = "".join(o.get("text", "") for o in c.get("outputs", []))
+            assert "FAIL" in text or "hint" not in text, f"{path.name}: {text}"
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_every_exercise_registers_a_nudge_and_a_method(path):
+    from scaling_lib.course.exercises import exercise_namespace, graded_checks
+    from scaling_lib.course.exercises.audit import key_modules
+    from scaling_lib.course.grading import tables
+
+    nb = nbformat.read(path, as_version=4)
+    mods = key_modules(exercise_namespace(nb, path.name))
+    for c in graded_checks(nb, path.name):
+        hints = tables(c.name, mods).hints
+        assert len(hints) == 2 and all(isinstance(h, str) and h.strip() for h in hints), (
+            f"{path.name} {c.name}: HINTS must hold (nudge, method), got {hints!r}")
+        assert hints[0] != hints[1]

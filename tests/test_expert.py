@@ -171,3 +171,32 @@ def test_active_expert_params_split_routed_and_shared():
         b = expert.active_expert_params(c)
         assert b["routed"] == transformer.active_param_count(c)["experts"]
         assert b["shared"] == c.n_moe_layers * c.n_shared_experts * 3 * c.D * c.F_e
+
+
+def test_moe_layers_counted_on_the_first_stage_only():
+    """pp = 2: the first stage holds half the layers, so half the AllToAlls (was: every MoE
+    layer on every stage, 2x); with dense first layers it holds fewer MoE layers."""
+    from scaling_lib.parallelism import expert as ex
+    from scaling_lib.parallelism import ParallelPlan as PP
+
+    cfg = models.get("mixtral-8x7b")
+    one = ex.comms(cfg, PP(dp=8, ep=8), 64, 4096)
+    two = ex.comms(cfg, PP(dp=8, ep=8, pp=2), 64, 4096)
+    assert [c.count for c in two] == [c.count // 2 for c in one]
+    ds = models.get("deepseek-v3")
+    assert ex.stage_moe_layers(ds, 1) == ds.L - ds.n_dense_layers
+    assert ex.stage_moe_layers(ds, 2) == -(-ds.L // 2) - ds.n_dense_layers
+    assert ex.stage_moe_layers(ds.with_changes(n_dense_layers=40), 2) == 0
+
+
+def test_dropless_dispatch_ragged_vs_padded():
+    from scaling_lib.parallelism import expert as ex
+
+    cfg = models.get("mixtral-8x7b")
+    ragged = ex.all_to_all_bytes(cfg, 4096, 8)
+    assert ex.all_to_all_bytes(cfg, 4096, 8, dispatch="padded") == cfg.E / cfg.k * ragged
+    capped = cfg.with_changes(capacity_factor=1.25)
+    assert ex.all_to_all_bytes(capped, 4096, 8) == \
+        ex.all_to_all_bytes(capped, 4096, 8, dispatch="padded")
+    with pytest.raises(ValueError, match="dispatch='sparse'; valid choices: ragged, padded"):
+        ex.all_to_all_bytes(cfg, 4096, 8, dispatch="sparse")

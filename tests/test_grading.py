@@ -17,6 +17,16 @@ from scaling_lib.course.grading import (FAIL, NOT_SOLVED, PASS, assess, check, c
 from scaling_lib.roofline import matmul_flops
 
 
+@pytest.fixture(autouse=True)
+def fresh_session():
+    """Each test starts as a fresh kernel: no draws, tries or hints remembered."""
+    from scaling_lib.course.grading import session
+
+    session.reset()
+    yield
+    session.reset()
+
+
 def verdict(capsys):
     return capsys.readouterr().out.split(":")[0]
 
@@ -30,7 +40,7 @@ def test_check_pass_fail_not_solved(capsys):
     assert verdict(capsys) == NOT_SOLVED
     check(50.0, 101.0, name="x", hint="think")
     out = capsys.readouterr().out
-    assert out.startswith(FAIL) and "about 2x too small" in out and "hint: think" in out
+    assert out.startswith(FAIL) and "about 2x too small" in out and "hint 1 of 1: think" in out
     assert "101" not in out  # the expected value itself is not revealed
 
 
@@ -39,36 +49,47 @@ def test_check_pass_fail_not_solved(capsys):
 WANT = 4321.7
 
 
-@pytest.mark.parametrize("factor, words", [
-    (2, "about 2x too large: one-way vs both ways"),
-    (1 / 2, "about 2x too small: one-way vs both ways"),
-    (8, "about 8x too large: bits vs bytes?"),
-    (1 / 8, "about 8x too small: bits vs bytes?"),
-    (2**30 / 1e9, "off by ~1.07, too large: GB vs GiB?"),
-    (1e9 / 2**30, "off by ~1.07, too small: GB vs GiB?"),
-    (2**20 / 1e6, "off by ~1.05, too large: MB vs MiB?"),
-    (1000, "1000x too large: a unit prefix"),
-    (1e-3, "1000x too small: a unit prefix"),
-    (1024, "1024x too large"),
-    (1e-12, "1e12x too small: TFLOP/s vs FLOP/s"),
-    (100, "100x too large: a percentage instead of a fraction?"),
-    (86400, "seconds vs days?"),
-    (3, "about 3x too large: 6 vs 2 FLOPs per parameter"),
-    (-1, "the sign is wrong (the size is right)"),
-    (-2, "the sign is wrong, and the size is about 2x too large"),
-    (1.03, "close, but outside the 2% tolerance: about 3% too large"),
-    (0.975, "close, but outside the 2% tolerance: about 3% too small"),
-    (1.3, "about 30% too large"),
-    (4.4, "about 4.5x too large"),
-    (1 / 37, "about 40x too small"),
-    (3e5, "about 10^5 times too large"),
+@pytest.mark.parametrize("factor, unit, words", [
+    (2, "bytes", "about 2x too large: one-way vs both ways"),
+    (1 / 2, "bytes/s", "about 2x too small: one-way vs both ways"),
+    (8, "bytes", "about 8x too large: bits vs bytes?"),
+    (1 / 8, "bytes/s", "about 8x too small: bits vs bytes?"),
+    (2**30 / 1e9, "bytes", "off by ~1.07, too large: GB vs GiB?"),
+    (1e9 / 2**30, "bytes", "off by ~1.07, too small: GB vs GiB?"),
+    (2**20 / 1e6, "bytes", "off by ~1.05, too large: MB vs MiB?"),
+    (1000, "s", "1000x too large: a unit prefix"),
+    (1e-3, "s", "1000x too small: a unit prefix"),
+    (1024, "bytes", "1024x too large"),
+    (1e-12, "FLOPs", "1e12x too small: TFLOP/s vs FLOP/s"),
+    (100, "", "100x too large: a percentage instead of a fraction?"),
+    (86400, "s", "seconds vs days?"),
+    (3, "FLOPs", "about 3x too large: 6 vs 2 FLOPs per parameter"),
+    (-1, "s", "the sign is wrong (the size is right)"),
+    (-2, "s", "the sign is wrong, and the size is about 2x too large"),
+    (1.03, "s", "close, but outside the 2% tolerance: about 3% too large"),
+    (0.975, "s", "close, but outside the 2% tolerance: about 3% too small"),
+    (1.3, "s", "about 30% too large"),
+    (4.4, "s", "about 4.5x too large"),
+    (1 / 37, "s", "about 40x too small"),
+    (3e5, "s", "about 10^5 times too large"),
 ])
-def test_feedback_names_direction_factor_and_likely_slip(factor, words):
-    v, msg = assess(WANT * factor, WANT, unit="s")
+def test_feedback_names_direction_factor_and_likely_slip(factor, unit, words):
+    v, msg = assess(WANT * factor, WANT, unit=unit)
     assert v == FAIL and words in msg and "\n" not in msg, msg
-    assert msg.startswith(f"got {grading._fmt(WANT * factor)} s, ")
-    feedback = msg.split(" s, ", 1)[1]  # what follows the reader's own answer
+    shown = f"got {grading._fmt(WANT * factor)}{' ' + unit if unit else ''}, "
+    assert msg.startswith(shown)
+    feedback = msg[len(shown):]  # what follows the reader's own answer
     assert not any(d in feedback for d in ("4322", "4,322", "4.322", "4321")), feedback
+
+
+@pytest.mark.parametrize("factor, unit, size", [
+    (8, "s", "about 8x too small"), (3, "s", "about 3x too large"), (2, "", "about 2x too large"),
+    (3, "bytes", "about 3x too large"), (24, "bytes", "about 24x too large"),
+    (100, "bytes", "100x too large"), (2**30 / 1e9, "s", "too large")])
+def test_a_factor_names_no_cause_the_exercises_unit_cannot_have(factor, unit, size):
+    """bits vs bytes needs bytes, 6 vs 2 FLOPs per parameter needs FLOPs: otherwise the size only."""
+    v, msg = assess(WANT * (factor if "small" not in size else 1 / factor), WANT, unit=unit)
+    assert v == FAIL and size in msg and "?" not in msg, msg
 
 
 def test_feedback_zero_nan_inf_and_arrays():
@@ -77,8 +98,11 @@ def test_feedback_zero_nan_inf_and_arrays():
     assert "NaN" in assess(float("nan"), WANT)[1]
     assert "infinite" in assess(float("inf"), WANT)[1]
     v, msg = assess(np.array([1.0, 4.0, 6.0]), np.array([1.0, 2.0, 3.0]))
-    assert v == FAIL and "2 of 3 values are off" in msg
+    assert v == FAIL and "2 of 3 values differ" in msg
     assert "index 1" in msg and "2x too large" in msg
+    msg = assess(np.array([0.0, 2.0]), np.array([1.0, 2.0]))[1]
+    assert msg == ("got an array of shape (2,): 1 of 2 values differ; the first, at index 0, is "
+                   "0, but the answer is not zero"), msg
     assert "expected an array of shape (3,), got shape (2,)" in assess([1, 2], np.ones(3))[1]
     assert "expected one number" in assess([1.0], 1.0)[1]
 
@@ -481,6 +505,98 @@ def test_audit_reports_a_key_that_fails_its_own_check(tmp_path, monkeypatch):
         """)
     problems, _ = audit_methods(path, range(20))
     assert len(problems) == 1 and "9.1: the key's own answer nan does not pass" in problems[0]
+
+
+# ---- Listed mistakes named, hints after a try, answers in the student's terms -------------------
+
+class _Key:  # stands in for an answer-key module
+    WRONG_METHODS = {"7.1": {"forward only (2N)": (lambda p: 2 * p.n, "that is the forward pass "
+                                                   "only: the backward pass does twice its work"),
+                             "with recomputation (8N)": lambda p: 8 * p.n},
+                     "7.2": {"no factor 2": lambda x: x}}
+    HINTS = {"7.1": ("which passes does training run?", "2 FLOPs forward, twice that backward"),
+             "7.2": ("a multiply and an add", "count both")}
+    SYNONYMS = {"7.3": {"row": ("row-parallel", "row split")}}
+
+
+@pytest.fixture
+def key():
+    from scaling_lib.course.grading import session
+    from scaling_lib.course.grading.tables import use_keys
+
+    session.reset()
+    with use_keys([_Key]):
+        yield _Key
+    session.reset()
+
+
+def test_a_listed_mistake_is_named_in_the_students_words(capsys, key):
+    p = draw(3, "7.1", n=(1e9, 1e10))
+    check(2 * p.n * 1.005, 6 * p.n, name="7.1", unit="FLOPs")
+    out = capsys.readouterr().out
+    assert out.startswith("FAIL: 7.1: got ") and out.splitlines()[0].endswith(
+        "FLOPs: that is the forward pass only: the backward pass does twice its work"), out
+    check(8 * p.n, 6 * p.n, name="7.1", unit="FLOPs")
+    assert "a common slip: with recomputation (8N)" in capsys.readouterr().out
+    check(5 * p.n, 6 * p.n, name="7.1", unit="FLOPs")  # no listed mistake: the size of the miss
+    assert "about 20% too small" in capsys.readouterr().out
+
+
+def test_hints_come_after_a_fail_nudge_first_then_the_method(capsys, key):
+    from scaling_lib.course.grading import hints_seen, hints_seen_in
+
+    p = draw(3, "7.1", n=(1e9, 1e10))
+    check(None, 6 * p.n, name="7.1")
+    assert "hint" not in capsys.readouterr().out  # none before a try
+    check(p.n, 6 * p.n, name="7.1")
+    first = capsys.readouterr().out
+    assert first.splitlines()[1] == "    hint 1 of 2: which passes does training run?", first
+    check(p.n, 6 * p.n, name="7.1")
+    second = capsys.readouterr().out
+    assert second.splitlines()[1] == "    hint 2 of 2: 2 FLOPs forward, twice that backward"
+    check(6 * p.n, 6 * p.n, name="7.1")
+    passed = capsys.readouterr().out
+    assert passed.startswith("PASS: 7.1: ") and passed.rstrip().endswith("[hints seen: 2]")
+    assert hints_seen("7.1") == 2 and hints_seen_in(first) == {"7.1": 1}
+    assert hints_seen_in(first + passed) == {"7.1": 2}
+    check_function(lambda x: x, lambda x: 2 * x, [(3,)], name="7.2")
+    out = capsys.readouterr().out
+    assert "a common slip: no factor 2" in out and "hint 1 of 2: a multiply and an add" in out
+
+
+@pytest.mark.parametrize("answer, expected, ok", [
+    ("No", "no", True), (" YES ", "yes", True), ("y", "yes", True), ("no", "yes", False),
+    ("yes", True, True), ("No", False, True), (" true ", True, True), ("maybe", True, False),
+    (False, "no", True), (True, "no", False), ("Row-Parallel", "row", True),
+    ("row  split", "row", True), ("column", "row", False), ("RING", "ring", True)])
+def test_named_answers_ignore_case_and_spaces_and_take_synonyms(capsys, key, answer, expected, ok):
+    check(answer, expected, name="7.3")
+    assert verdict(capsys) == (PASS if ok else FAIL)
+
+
+def test_arrays_that_differ_are_summarised_never_dumped():
+    got = np.arange(64.0).reshape(8, 8)
+    want = got.copy()
+    want[2, 3] = 1.0
+    want[5, 5] = 7.0
+    v, msg = assess(got, want)
+    assert msg.startswith("got an array of shape (8, 8): 2 of 64 values differ; the first, at "
+                          "index (2, 3), is 19, about 20x too large"), msg
+    assert "[" not in msg and "\n" not in msg
+
+
+def test_a_jax_sharding_error_becomes_one_sentence_about_the_slip(capsys):
+    def forgot_psum(x):
+        raise ValueError("shard_map applied to the function 'f' was given out_specs which "
+                         "require replication which can't be statically inferred given the "
+                         "mesh:\n\nout_specs is P() which implies that the corresponding output "
+                         "value is replicated across mesh axis 'dp', but could not infer "
+                         "replication over any axes\n\nconsider disabling the check by passing "
+                         "the check_vma=False argument to `jax.shard_map`.")
+    check_function(forgot_psum, lambda x: x, [(1,)], name="f")
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "mesh axis 'dp'" in out and "lax.psum" in out
+    assert "check_vma" not in out, out
 
 
 def test_a_bfloat16_answer_from_jax_counts_as_a_number(capsys):

@@ -158,12 +158,17 @@ def test_tensor_parallel_all_reduces_in_decode():
     c = models.get("llama3-70b")
     assert inf.tp_decode_comm_time(c, 1, 1) == 0
     cl = hw.cluster("h100", 8)
-    one = co.all_reduce_time(c.D * 2, 8, co.intra_node_link_bytes_per_s(cl), topology=cl.topology,
-                             latency=cl.intra_node.latency)
-    assert inf.tp_decode_comm_time(c, 1, 8) == pytest.approx(2 * c.L * one)
+    # 2L + 1 all-reduces (the vocabulary-parallel embedding adds one), each the collectives'
+    # cost of a 16 KiB all-reduce on one node (the algorithm a library would pick)
+    one = co.group_time("all-reduce", c.D * 2, 8, 1, cl)
+    ring = co.all_reduce_time(c.D * 2, 8, co.intra_node_link_bytes_per_s(cl), topology=cl.topology,
+                              latency=cl.intra_node.latency)
+    assert one < ring  # small messages: one-shot beats the ring's 2(n-1) steps
+    assert inf.tp_decode_all_reduces(c) == 2 * c.L + 1
+    assert inf.tp_decode_comm_time(c, 1, 8) == pytest.approx((2 * c.L + 1) * one)
     base = inf.decode_step_time(c, 1, 8192, "h100", 8)
     with_tp = inf.decode_step_time(c, 1, 8192, "h100", 8, tp=8)
-    assert with_tp == pytest.approx(base + 2 * c.L * one)
+    assert with_tp == pytest.approx(base + (2 * c.L + 1) * one)
     # latency-bound at batch 1: doubling a tiny message barely changes the time
     assert inf.tp_decode_comm_time(c, 2, 8) / inf.tp_decode_comm_time(c, 1, 8) < 1.01
 

@@ -76,14 +76,23 @@ def test_hsdp_gathers_inside_the_group_and_all_reduces_the_shard_across():
 
 def test_sequence_parallel_moves_what_tensor_parallel_moves():
     """SP turns each AllReduce of activations into ReduceScatter + AllGather of the same V:
-    the same bytes on the wire, plus the small all-reduce of the norm weights' gradients."""
+    the same bytes on the wire, plus the small all-reduce of the norm weights' gradients, and
+    (Megatron-LM's default) the backward re-gather of each column-parallel linear's input: one
+    AllGather of V per column-parallel linear (half an AllReduce's bytes each)."""
     plan = ParallelPlan(tp=4, micro_batch=8)
     cfg = CFG.with_changes(N=4, K=4)
     tp = collectives(cfg, plan, B, T)
-    sp = collectives(cfg, plan.with_changes(sequence_parallel=True), B, T)
+    sp_plan = plan.with_changes(sequence_parallel=True)
+    sp = collectives(cfg, sp_plan, B, T, sp_regather=False)
     norms = [c for c in sp if c.kind == "all-reduce" and c.phase == "backward"]
     assert norms[0].nbytes == 2 * (2 * cfg.L + 1) * cfg.D
     assert sent(sp) - sent(norms) == pytest.approx(sent(tp))
+    regather = collectives(cfg, sp_plan, B, T)
+    extra = [c for c in regather if c not in sp]
+    assert [(c.kind, c.phase, c.count) for c in extra] == [("all-gather", "backward",
+                                                            2 * cfg.L + 1)]
+    act = [c for c in tp if c.kind == "all-reduce" and c.phase == "backward"][0]
+    assert sent(extra) == pytest.approx(sent([act]) / 2)
 
 
 def test_tensor_parallel_golden_megatron_count():

@@ -130,7 +130,7 @@ def test_comms_constraints_and_collectives():
         {("collective-permute", 2): 2 * 4 * 4 * 2 * 16 * 32}
     inter = ParallelPlan(pp=2, virtual_stages=2, schedule="interleaved", micro_batch=2)
     assert pipeline.comms(CFG, inter, 8, 16)[0].count == 2 * 4
-    assert any("multiple of pp=2" in r for r in
+    assert any("multiple of pp" in r for r in
                constraints(CFG, inter.with_changes(micro_batch=8), 24, 16))
     assert pipeline.comms(CFG, ParallelPlan(), 8, 16) == []
     assert set(pipeline.memory(CFG, plan, 8, 16)) == {"parameters", "gradients", "optimizer",

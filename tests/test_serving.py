@@ -72,12 +72,13 @@ def test_prefill_decode_ratio_balances_rates():
 def test_batch1_decode_is_memory_bound_weight_read_plus_all_reduces():
     acc = hardware.get("h100")
     for n in (2, 4, 8):
-        e = serving.estimate("llama3-70b", "h100", n, **ARGS)
-        assert e.decode_bound == "memory"
+        e = serving.estimate("llama3-70b", "h100", n, **ARGS, tp=n)
+        assert e.decode_bound == "memory" and (e.tp, e.pp, e.replicas) == (n, 1, 1)
         S = 1024 + 128
         weights = inference.weight_bytes_read("llama3-70b")
         kv = transformer.kv_cache_bytes("llama3-70b", 1, S)
-        comm = inference.tp_decode_comm_time("llama3-70b", 1, n)
+        comm = inference.tp_decode_comm_time("llama3-70b", 1, n) + inference.launch_time(
+            "llama3-70b")
         assert e.tpot == pytest.approx((weights + kv) / (n * acc.hbm_bytes_per_s) + comm)
         # the weights dominate: within 3% of weights / (n W_hbm) + all-reduces
         assert e.tpot == pytest.approx(weights / (n * acc.hbm_bytes_per_s) + comm, rel=0.03)
@@ -100,10 +101,15 @@ def test_ttft_linear_in_prompt_when_compute_bound():
 
 def test_cost_per_million_tokens_formula():
     e = serving.estimate("llama3-70b", "h100", 8, batch=32, prompt_len=512, gen_len=512,
-                         price_per_device_hour=2.5)
+                         price_per_device_hour=2.5, prefill="static")
     assert e.cost_per_million_tokens == pytest.approx(2.5 * 8 / (3600 * e.tokens_per_s) * 1e6)
     assert serving.estimate("llama3-70b", "h100", 8, **ARGS).cost_per_million_tokens is None
+    # static batching: prefill the batch, then decode it
     assert e.tokens_per_s == pytest.approx(32 * 512 / (e.ttft + 512 * e.tpot))
+    # chunked prefill (the default): the prompts ride along the decode rounds
+    c = serving.estimate("llama3-70b", "h100", 8, batch=32, prompt_len=512, gen_len=512)
+    assert c.tokens_per_s == pytest.approx(32 / c.tpot_mixed) and c.tpot_mixed > c.tpot
+    assert c.tokens_per_s > e.tokens_per_s  # prefill compute hides under memory-bound decode
     assert e.tokens_per_s_per_device == pytest.approx(e.tokens_per_s / 8)
 
 
@@ -136,12 +142,17 @@ def test_broadcasts_over_batch():
     assert list(e.fits) == [True, True, True, False]
 
 
-def test_beyond_scale_up_domain_is_communication_bound():
+def test_beyond_scale_up_domain_all_reduces_cross_the_network():
     e8 = serving.estimate("llama3-70b", "h100", 8, **ARGS)
-    e16 = serving.estimate("llama3-70b", "h100", 16, **ARGS)
+    e16 = serving.estimate("llama3-70b", "h100", 16, **ARGS, tp=16)
     assert e8.scale_up_domain == 8
-    assert e16.decode_bound == "communication" and e16.tpot > e8.tpot
+    t8 = serving.decode_time_breakdown("llama3-70b", "h100", 8, batch=1, context=1152)
+    t16 = serving.decode_time_breakdown("llama3-70b", "h100", 16, batch=1, context=1152)
+    assert t16["communication"] > 3 * t8["communication"]  # each all-reduce crosses InfiniBand
+    assert e16.tpot > e8.tpot / 2  # 16 devices do not halve the time per token
     assert serving.comm_link("h100", 16)[0].name.startswith("InfiniBand")
+    # left free, the layout keeps tensor parallelism inside the node
+    assert serving.estimate("llama3-70b", "h100", 16, **ARGS).tp <= 8
 
 
 def test_scale_up_domain_of_nvl72_and_tpu_pod():
@@ -204,17 +215,18 @@ def test_int8_step_at_full_hbm_matches_the_books_19_ms():
 def test_comm_bound_devices_is_where_all_reduces_overtake_the_roofline():
     for acc in ("h100", "tpu-v5e"):
         n = serving.comm_bound_devices("llama3-70b", acc, batch=1, context=2048)
-        link, _ = serving.comm_link(acc, n)
-        t_roof = inference.decode_step_time("llama3-70b", 1, 2048, acc, n)
-        assert inference.tp_decode_comm_time("llama3-70b", 1, n, link, accelerator=acc) >= t_roof
-        half = n // 2
-        link, _ = serving.comm_link(acc, half)
-        assert inference.tp_decode_comm_time("llama3-70b", 1, half, link,
-                                             accelerator=acc) < \
-            inference.decode_step_time("llama3-70b", 1, 2048, acc, half)
+        if n is None:  # never communication-bound up to the largest tp the heads allow
+            n = max(serving.tp_choices("llama3-70b"))
+            p = inference.decode_step_parts("llama3-70b", 1, 2048, acc, n, tp=n)
+            assert p["communication"] < max(p["compute"], p["memory"])
+            continue
+        p = inference.decode_step_parts("llama3-70b", 1, 2048, acc, n, tp=n)
+        assert p["communication"] >= max(p["compute"], p["memory"])
+        half = inference.decode_step_parts("llama3-70b", 1, 2048, acc, n // 2, tp=n // 2)
+        assert half["communication"] < max(half["compute"], half["memory"])
     # the estimate agrees: at that n decode is communication-bound
     n = serving.comm_bound_devices("llama3-70b", "h100")
-    assert serving.estimate("llama3-70b", "h100", n, **ARGS).decode_bound == "communication"
+    assert serving.estimate("llama3-70b", "h100", n, **ARGS, tp=n).decode_bound == "communication"
     assert serving.comm_bound_devices("llama3-70b", "h100", max_devices=8) is None
 
 
@@ -229,8 +241,11 @@ LLAMA2_70B_H200_FP8 = [(64, 2, 2048, 128, 682), (32, 1, 2048, 128, 303),
 @pytest.mark.parametrize("B, tp, isl, osl, measured", LLAMA2_70B_H200_FP8)
 def test_against_tensorrt_llm_h200_llama2_70b(B, tp, isl, osl, measured):
     llama2_70b = models.get("llama3-70b").with_changes(V=32000)
+    # TensorRT-LLM v0.5 measured static batches (gptSessionBenchmark: the context phase of the
+    # batch, then its generation), so the estimate runs static batching on exactly TP devices
     e = serving.estimate(llama2_70b, "h200", tp, batch=B, prompt_len=isl, gen_len=osl,
-                         dtype="fp8", kv_dtype="bf16", prefill_mfu=0.5)  # KV dtype not stated
+                         dtype="fp8", kv_dtype="bf16", prefill_mfu=0.5,  # KV dtype not stated
+                         prefill="static", tp=tp)
     assert e.fits
     ratio = measured / e.tokens_per_s
     # a roofline with an assumed prefill MFU: the measurement stays below it

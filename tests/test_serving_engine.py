@@ -87,22 +87,26 @@ def test_schedule_step_is_the_simulators_loop():
 
 def test_estimate_and_breakdown_agree():
     B = np.array([1, 32, 256])
-    e = serving.estimate("llama3-70b", "h100", 8, batch=B, prompt_len=2048, gen_len=512)
+    e = serving.estimate("llama3-70b", "h100", 8, batch=B, prompt_len=2048, gen_len=512, tp=8)
     t = serving.decode_time_breakdown("llama3-70b", "h100", 8, batch=B, context=2048 + 256)
     step = np.maximum(t["weights"] + t["kv cache"], t["flops"]) + t["communication"]
-    assert step == pytest.approx(e.tpot)
+    assert np.all(t["launch"] == inference.launch_time("llama3-70b"))  # one graph launch per step
+    assert step + t["launch"] == pytest.approx(e.tpot)
     assert e.tpot == pytest.approx(inference.decode_step_time("llama3-70b", B, 2304, "h100", 8,
-                                                              tp=8))
+                                                              tp=8, launch=True))
 
 
 def test_int4_weights_multiply_in_bf16():
     assert serving.compute_dtype("h100", "int4") == "bf16"
     e4 = serving.estimate("llama3-70b", "h100", 8, batch=512, prompt_len=512, gen_len=64,
-                          dtype="int4", kv_dtype="fp8")
+                          dtype="int4", kv_dtype="fp8", tp=8)
     e8 = serving.estimate("llama3-70b", "h100", 8, batch=512, prompt_len=512, gen_len=64,
-                          dtype="fp8", kv_dtype="fp8")
+                          dtype="fp8", kv_dtype="fp8", tp=8)
     assert e4.memory["weights"] == pytest.approx(e8.memory["weights"] / 2)
     assert e4.ttft > e8.ttft  # prefill at the bf16 peak, half fp8's
+    # the decode step of int4 weights is defined (bf16 FLOPs, int4 bytes) in its one home too
+    assert inference.decode_step_time("llama3-70b", 1, 1024, "h100", 8, "int4", tp=8) < \
+        inference.decode_step_time("llama3-70b", 1, 1024, "h100", 8, "fp8", tp=8)
 
 
 def test_best_batch_meets_the_budget():

@@ -5,20 +5,24 @@ step (``ParallelPlan()``) in float32, normwise relative difference below 1e-5 pe
 (2) the bytes per (collective kind, group size) that XLA compiled equal
 ``parallelism.collectives`` for the same cfg, plan, B, T and dtype.
 
-XLA:CPU rewrites accounted for explicitly (each named where it is applied):
+The differences between the model and the compiled program are named in one place,
+``simulate.expected_collectives`` (``simulate.expected``), which each comparison calls:
+- fsdp-regather-cse (zero=3): the program asks for each weight's all-gather in every
+  micro-batch's forward pass and again in its backward pass (the layers are rematerialised
+  without their gathered weights); XLA's CSE merges the backward re-gather into the forward
+  gather of the same micro-batch (a host has no memory pressure), and
+  ``test_fsdp_program_asks_for_the_regather`` shows that the traced program asks for it.
+  (Loop-invariant code motion would also hoist the forward gathers out of the micro-batch
+  loop; the step pins them inside with an optimization barrier, as a real FSDP gathers once
+  per micro-batch.)
+- sp-regather-kept (sequence parallelism): Megatron-LM gathers each column-parallel linear's
+  input again in the backward pass; autodiff keeps it (``test_sp_regather_is_the_model_minus
+  _the_compiled``).
+- cpu-widening: XLA:CPU runs bf16 collectives in f32 (``simulate.CPU_PROMOTED``), so a bf16
+  step moves the bytes of the f32 prediction (``test_bf16_collectives_widened_to_f32``).
 - all-reduce combiner: the cpu-all-reduce-combiner merges all-reduces over the same groups into
   tuple all-reduces; totals per (kind, group size) are unchanged, which is why the comparison
   is on totals.
-- FSDP re-gather CSE (zero=3): the program asks for each weight's all-gather in every
-  micro-batch's forward pass and again in its backward pass (the layers are rematerialised
-  without their gathered weights); XLA's CSE merges the backward re-gather into the forward
-  gather of the same micro-batch (a host has no memory pressure), so the prediction drops the
-  backward all-gather (``_as_xla_cpu_compiles``), and ``test_fsdp_program_asks_for_the_regather``
-  shows that the traced program asks for it. (Loop-invariant code motion would also hoist the
-  forward gathers out of the micro-batch loop; the step pins them inside with an optimization
-  barrier, as a real FSDP gathers once per micro-batch.)
-- bf16 widening: XLA:CPU runs bf16 collectives in f32 (``simulate.CPU_PROMOTED``), so a bf16
-  step moves the bytes of the f32 prediction (``test_bf16_collectives_widened_to_f32``).
 
 Like tests/test_simulate.py, it asks for 8 CPU devices before JAX starts (same count, so the
 two modules can share a process).
@@ -77,15 +81,6 @@ def equivalence_error(r, ref) -> dict:
                           for k in ref.updated_params)}
 
 
-def _as_xla_cpu_compiles(comms, plan):
-    """The FSDP re-gather CSE (see the module docstring): the backward all-gathers merge into
-    the forward ones."""
-    if plan.zero != 3:
-        return comms
-    return [c for c in comms if not (c.axis == "dp" and c.kind == "all-gather"
-                                     and c.phase == "backward")]
-
-
 @pytest.mark.parametrize("name", list(PLANS))
 def test_step_equals_one_device_and_collectives_match_prediction(name, reference):
     plan = PLANS[name]
@@ -95,7 +90,7 @@ def test_step_equals_one_device_and_collectives_match_prediction(name, reference
         np.testing.assert_array_equal(r.params[k], reference.params[k])
     err = equivalence_error(r, reference)
     assert max(err.values()) < RTOL, err
-    predicted = totals(_as_xla_cpu_compiles(collectives(CFG, plan, B, T, dtype="f32"), plan))
+    predicted = totals(sim.expected_collectives(CFG, plan, B, T, dtype="f32"))
     assert sim.emitted_totals(r.collectives) == predicted
 
 
@@ -148,6 +143,25 @@ def test_bf16_collectives_widened_to_f32():
     emitted = sim.emitted_totals(r.collectives)
     assert emitted == totals(collectives(CFG, plan, B, T, dtype="f32"))
     assert emitted != totals(collectives(CFG, plan, B, T, dtype="bf16"))
+    assert emitted == totals(sim.expected_collectives(CFG, plan, B, T, dtype="bf16"))
+    assert sim.differences(CFG, plan, dtype="bf16") == ("cpu-widening",)
+
+
+def test_sp_regather_is_the_model_minus_the_compiled():
+    """Megatron-LM's backward re-gather (one all-gather of a·b·T·D per column-parallel linear,
+    2L + 1 per micro-batch) is in the model and, by name, out of the compiled program: the
+    difference of the two is exactly those all-gathers."""
+    plan = PLANS["tp2-sp"]
+    r = sim.train_step(CFG, plan, B=B, T=T)
+    model = totals(collectives(CFG, plan, B, T, dtype="f32"))
+    emitted = sim.emitted_totals(r.collectives)
+    m, b = plan.n_microbatches(B), plan.micro_batch
+    regather = (2 * CFG.L + 1) * m * 4.0 * b * T * CFG.D
+    assert model[("all-gather", 2)] - emitted[("all-gather", 2)] == regather
+    assert {k: v for k, v in model.items() if k != ("all-gather", 2)} == \
+        {k: v for k, v in emitted.items() if k != ("all-gather", 2)}
+    no_regather = totals(collectives(CFG, plan, B, T, dtype="f32", sp_regather=False))
+    assert no_regather == emitted
 
 
 @pytest.mark.parametrize("plan,named", [
@@ -181,4 +195,5 @@ def test_tp4_with_sequence_parallelism_and_dp2():
     r = sim.train_step(cfg, plan, B=B, T=T)
     err = equivalence_error(r, ref)
     assert max(err.values()) < RTOL, err
-    assert sim.emitted_totals(r.collectives) == totals(collectives(cfg, plan, B, T, dtype="f32"))
+    assert sim.emitted_totals(r.collectives) == \
+        totals(sim.expected_collectives(cfg, plan, B, T, dtype="f32"))

@@ -43,6 +43,9 @@ PLANS = {  # name: (cfg, plan)
     "allgather-dp2-cp4": (CFG, ParallelPlan(dp=2, cp=4, micro_batch=4)),
     "ring-dp2-cp4-accumulate": (CFG, ParallelPlan(dp=2, cp=4, micro_batch=2, cp_variant="ring")),
     "ulysses-dp2-cp4": (CFG_MHA, ParallelPlan(dp=2, cp=4, micro_batch=4, cp_variant="ulysses")),
+    # K = 2 kv heads on cp = 4 ranks: each replicated twice before the AllToAll
+    "ulysses-cp4-kv-replicated": (CFG, ParallelPlan(dp=2, cp=4, micro_batch=4,
+                                                    cp_variant="ulysses")),
     "allgather-2x2x2": (CFG, ParallelPlan(dp=2, cp=2, tp=2, micro_batch=4)),
     "ring-2x2x2-sp": (CFG, ParallelPlan(dp=2, cp=2, tp=2, micro_batch=2, cp_variant="ring",
                                         sequence_parallel=True)),
@@ -72,7 +75,7 @@ def test_cp_step_equals_one_device_and_collectives_match_prediction(name, refere
            "params": max(rel_err(r.updated_params[k], ref.updated_params[k])
                          for k in ref.updated_params)}
     assert max(err.values()) < RTOL, err
-    predicted = totals(collectives(cfg, plan, B, T, dtype="f32"))
+    predicted = totals(sim.expected_collectives(cfg, plan, B, T, dtype="f32"))
     assert sim.emitted_totals(r.collectives) == predicted
     cp_kind = {"allgather": "all-gather", "ring": "collective-permute",
                "ulysses": "all-to-all"}[plan.cp_variant]
@@ -103,5 +106,33 @@ def test_ring_program_permutes_cp_minus_one_times_per_layer():
 def test_cp_with_zero_is_refused_naming_it():
     with pytest.raises(ValueError, match="cp=2 with zero=3"):
         sim.train_step(CFG, ParallelPlan(dp=2, cp=2, zero=3), B=B, T=T)
-    with pytest.raises(ValueError, match="ulysses: K=2"):
-        sim.train_step(CFG, ParallelPlan(cp=4, micro_batch=8, cp_variant="ulysses"), B=B, T=T)
+    with pytest.raises(ValueError, match="ulysses: N=4 query heads"):
+        sim.train_step(CFG, ParallelPlan(cp=8, micro_batch=8, cp_variant="ulysses"), B=B, T=T)
+
+
+def test_ring_backward_sends_kv_again_in_the_model_not_in_the_program():
+    """Ring attention's backward: the model (Transformer Engine) sends the K/V block and the
+    dK/dV block at each of the cp - 1 steps, twice the forward's bytes; the compiled program
+    keeps the forward's blocks (autodiff) and sends dK/dV only, the forward's bytes."""
+    cfg, plan = PLANS["ring-cp2"]
+    r = sim.train_step(cfg, plan, B=B, T=T)
+    model = collectives(cfg, plan, B, T, dtype="f32")
+    fwd = sum(c.nbytes * c.count for c in model if c.axis == "cp" and c.phase == "forward")
+    bwd = sum(c.nbytes * c.count for c in model if c.axis == "cp" and c.phase == "backward")
+    assert bwd == 2 * fwd
+    emitted = sim.emitted_totals(r.collectives)[("collective-permute", plan.cp)]
+    assert emitted == 2 * fwd  # forward + dK/dV
+    assert sim.differences(cfg, plan) == ("ring-kv-kept",)
+
+
+def test_ulysses_replicates_kv_heads_beyond_k():
+    """cp = 4 > K = 2: the model's AllToAll carries max(K, cp) = 4 kv heads' bytes, as the
+    compiled program does (and twice the K and V bytes of K = 2 heads)."""
+    from scaling_lib.parallelism import context
+
+    cfg, plan = PLANS["ulysses-cp4-kv-replicated"]
+    assert context.ulysses_kv_heads(cfg, plan.cp) == 4.0
+    model = collectives(cfg, plan, B, T, dtype="f32")
+    a, b = 4.0, plan.micro_batch
+    qkv = a * b * T * (cfg.N + 2 * 4) * cfg.H
+    assert {c.nbytes for c in model if c.kind == "all-to-all"} == {qkv, a * b * T * cfg.N * cfg.H}

@@ -6,13 +6,14 @@ relative difference below 1e-5 per array), dropless and with a capacity factor t
 tokens; (2) the bytes per (collective kind, group size) that XLA compiled equal
 ``parallelism.collectives`` for the same cfg, plan, B, T and dtype.
 
-XLA:CPU accounted for explicitly:
-- static dropless buffers: XLA has no ragged AllToAll on CPU, so the dropless layer sends
+The differences between the model and the compiled program are named in
+``simulate.expected`` and applied by ``simulate.expected_collectives``:
+- dropless-padded: XLA has no ragged AllToAll on CPU, so the dropless layer sends static
   buffers of C = T slots per expert and sequence (the most one expert can receive), where the
-  cost model counts the k·T tokens a ragged AllToAll moves. The prediction for the compiled
-  program is therefore the model's with capacity_factor = E/k, whose capacity is exactly T
-  (``_as_xla_cpu_compiles``); with a capacity factor both use the same static buffers.
-- bf16 widening: XLA:CPU runs bf16 collectives, AllToAlls included, in f32
+  model's default (``dispatch="ragged"``, Megatron-Core's dispatcher) counts the k·T tokens a
+  ragged AllToAll moves: E/k = 2 times fewer at E = 4, k = 2
+  (``test_dropless_padding_is_e_over_k``). With a capacity factor both use the same buffers.
+- cpu-widening: XLA:CPU runs bf16 collectives, AllToAlls included, in f32
   (``test_bf16_all_to_alls_widened_to_f32``).
 - all-reduce combiner: as in tests/test_train_step.py, all-reduces over the same groups are
   merged into tuple all-reduces; the comparison is on totals per (kind, group size).
@@ -63,12 +64,6 @@ def equivalence_error(r, ref) -> dict:
                           for k in ref.updated_params)}
 
 
-def _as_xla_cpu_compiles(cfg):
-    """Static dropless buffers (module docstring): dropless is compiled with C = T slots."""
-    return cfg if cfg.capacity_factor is not None else \
-        cfg.with_changes(capacity_factor=cfg.E / cfg.k)
-
-
 CASES = [(name, False) for name in PLANS] + [("dp2-ep2", True), ("dp4-ep2-tp2 (2x2x2)", True)]
 
 
@@ -82,7 +77,7 @@ def test_expert_parallel_step_equals_one_device(name, capped, references):
     assert set(r.grads) == set(ref.grads) == set(r.updated_params)
     err = equivalence_error(r, ref)
     assert max(err.values()) < RTOL, err
-    predicted = totals(collectives(_as_xla_cpu_compiles(cfg), plan, B, T, dtype="f32"))
+    predicted = totals(sim.expected_collectives(cfg, plan, B, T, dtype="f32"))
     emitted = sim.emitted_totals(r.collectives)
     assert emitted == predicted
     if plan.ep > 1:  # the AllToAlls are really there: 4 per MoE layer and micro-batch
@@ -132,7 +127,7 @@ def test_shared_and_dense_layers():
     r = sim.train_step(cfg, plan, B=B, T=T)
     assert max(equivalence_error(r, ref).values()) < RTOL
     assert sim.emitted_totals(r.collectives) == \
-        totals(collectives(_as_xla_cpu_compiles(cfg), plan, B, T, dtype="f32"))
+        totals(sim.expected_collectives(cfg, plan, B, T, dtype="f32"))
 
 
 @pytest.mark.parametrize("cfg,plan,named", [
@@ -156,3 +151,37 @@ def test_bf16_all_to_alls_widened_to_f32():
     emitted = sim.emitted_totals(r.collectives)
     assert emitted == totals(collectives(CAPPED, plan, B, T, dtype="f32"))
     assert emitted != totals(collectives(CAPPED, plan, B, T, dtype="bf16"))
+
+
+MORE_SHAPES = {  # MoE shapes beyond the four plans above: experts, top-k, capacity, groups
+    "E8-k2-cap1.25-dp4-ep4": (MOE.with_changes(E=8, capacity_factor=1.25, name="e8k2"),
+                              ParallelPlan(dp=4, ep=4, micro_batch=2)),
+    "E8-k2-dropless-dp8-ep8": (MOE.with_changes(E=8, name="e8k2-dropless"),
+                               ParallelPlan(dp=8, ep=8, micro_batch=1)),
+    "E4-k1-dropless-dp2-ep2-tp2": (MOE.with_changes(k=1, name="e4k1"),
+                                   ParallelPlan(dp=2, ep=2, tp=2, micro_batch=2)),
+    "E4-k2-cap2-dp4-ep2-accumulate": (MOE.with_changes(capacity_factor=2.0, name="e4k2-cap2"),
+                                      ParallelPlan(dp=4, ep=2, micro_batch=1)),
+    "E4-k2-dropless-ep4-dense-first": (MOE.with_changes(L=3, n_dense_layers=1, name="dense1"),
+                                       ParallelPlan(dp=4, ep=4, micro_batch=2)),
+}
+
+
+@pytest.mark.parametrize("name", list(MORE_SHAPES))
+def test_more_moe_shapes_compile_what_the_model_says(name):
+    cfg, plan = MORE_SHAPES[name]
+    r = sim.train_step(cfg, plan, B=B, T=T)
+    assert sim.emitted_totals(r.collectives) == \
+        totals(sim.expected_collectives(cfg, plan, B, T, dtype="f32"))
+
+
+def test_dropless_padding_is_e_over_k():
+    """E = 4, k = 2, dropless: the compiled AllToAlls carry E/k = 2 times the model's ragged
+    bytes (static buffers of T slots per expert); the model with dispatch="padded" is exact."""
+    plan = PLANS["dp2-ep2"]
+    r = sim.train_step(MOE, plan, B=B, T=T)
+    emitted = sim.emitted_totals(r.collectives)[("all-to-all", plan.ep)]
+    ragged = totals(collectives(MOE, plan, B, T, dtype="f32"))[("all-to-all", plan.ep)]
+    padded = totals(collectives(MOE, plan, B, T, dtype="f32", dispatch="padded"))
+    assert emitted == MOE.E / MOE.k * ragged == padded[("all-to-all", plan.ep)]
+    assert sim.differences(MOE, plan) == ("dropless-padded",)

@@ -79,6 +79,7 @@ def test_pipelined_step_equals_one_device_and_collectives_match(name, request):
     model = collectives(cfg, plan, B, T, dtype="f32")
     emitted = sim.emitted_totals(r.collectives)
     assert emitted == totals(sim_pipeline.as_spmd_compiles(model, cfg, plan, B, T))
+    assert emitted == totals(sim.expected_collectives(cfg, plan, B, T, dtype="f32"))
     if plan.virtual_stages == 1:  # the point-to-point traffic is the model's, uncorrected
         assert emitted[("collective-permute", 2)] == totals(model)[("collective-permute", 2)]
     if plan.dp == plan.tp == 1:  # pp alone: no correction at all

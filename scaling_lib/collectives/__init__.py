@@ -25,8 +25,9 @@ The four collectives on a one-way ring of n devices (the book's derivation):
 AllGather and ReduceScatter are each other's transpose (the backward pass of one is the other),
 and they move the same bytes over the same links in opposite directions, so they cost the same.
 
-What the models leave out: congestion from other traffic, protocol overheads, NCCL's choice of
-tree vs ring algorithms, in-network reduction (NVLink SHARP), and any overlap with compute.
+What these formulas leave out: congestion from other traffic, protocol overheads and any overlap
+with compute. The choice of algorithm by message size (one-shot, two-shot, NVLink SHARP, tree)
+is in :mod:`.algorithms`, and :func:`group_time` puts it all together for a group on a cluster.
 
 See: Chapter "Networks and collectives".
 
@@ -39,6 +40,10 @@ The package, one concept per module (every name is also importable from here):
 - :mod:`.clusters`: cluster levels and links (:func:`cluster_levels`, :func:`flat_cluster`);
 - :mod:`.hierarchical`: multi-level schedules and times (:func:`hierarchical_time`);
 - :mod:`.multirail`: flat multi-rail rings (:func:`multirail_ring_time`);
+- :mod:`.algorithms`: what a library picks for small and large messages on a switch (ring,
+  one-shot, two-shot, NVLink SHARP, tree: :func:`algorithm_terms`, :func:`best_algorithm`);
+- :mod:`.groups`: :func:`group_time`, one collective of a strided group on a real cluster, the
+  vectorised model the estimator, the planner and serving call;
 - :mod:`.pcie`: :func:`pcie_bytes_per_s`; :mod:`.validation`: input checks.
 """
 
@@ -69,3 +74,7 @@ from .names import _KIND_ALIASES, KINDS, TOPOLOGIES, canonical_kind
 from .pcie import _PCIE_GT_PER_S, pcie_bytes_per_s
 from .traffic import CollectiveBytes, collective_bytes
 from .validation import _MAX_DEVICES, _as_cluster, _axes, _check_n, _positive
+from .algorithms import (ALGORITHMS, DIRECT_MAX_BYTES, NVLS_ACCELERATORS, algorithm_terms,
+                         best_algorithm)
+from .costs import torus_terms
+from .groups import group_time

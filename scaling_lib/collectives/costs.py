@@ -61,29 +61,80 @@ def cost_terms(collective, n, *, topology="ring", shape=None, wraparound=True):
     if kind == "all-reduce":
         s, b = cost_terms("all-gather", n, topology=topology, shape=shape, wraparound=wraparound)
         return _out(2 * np.asarray(s)), _out(2 * np.asarray(b))
-    a2a = kind == "all-to-all"
-    if topology == "ring":
-        s, b = n - 1, (n - 1) / (2 * n) if a2a else (n - 1) / n
-    elif topology == "bidirectional_ring":
-        s = np.floor(n / 2)
-        b = np.floor(n * n / 4) / (2 * n * n) if a2a else (n - 1) / (2 * n)
-    elif topology == "switch":
-        s, b = n - 1, (n - 1) / n**2 if a2a else (n - 1) / n
+    if not topology.startswith("torus"):
+        s, b = _flat_terms(kind, n, topology)
     else:
         if np.ndim(n) and shape is None:  # one torus shape per distinct n
             pairs = [cost_terms(kind, k, topology=topology, wraparound=wraparound) for k in n.flat]
             return (np.reshape([p[0] for p in pairs], n.shape),
                     np.reshape([p[1] for p in pairs], n.shape))
         dims, wrap = _axes(n, topology, shape, wraparound)
-        axes = [(k, w) for k, w in zip(dims, wrap) if k > 1]
-        s = float(sum(k // 2 if w else k - 1 for k, w in axes))
-        total = math.prod(dims)
-        if a2a:
-            b = max((k / total * _axis_a2a_load(k, w) for k, w in axes), default=0.0)
-        else:
-            links = sum(2 if w else 1 for k, w in axes)
-            b = (total - 1) / total / links if links else 0.0
+        s, b = torus_terms(kind, [(k, w, 1) for k, w in zip(dims, wrap)])
     return _out(s), _out(b)
+
+
+def _flat_terms(kind, n, topology):
+    """(s, b) on a ring, bidirectional ring or switch, for checked inputs (n floats >= 1; kind
+    in HLO spelling, not a permute); what :func:`cost_terms` and the group model evaluate."""
+    if kind == "all-reduce":
+        s, b = _flat_terms("all-gather", n, topology)
+        return 2 * s, 2 * b
+    a2a = kind == "all-to-all"
+    if topology == "ring":
+        return n - 1, (n - 1) / (2 * n) if a2a else (n - 1) / n
+    if topology == "bidirectional_ring":
+        return (np.floor(n / 2),
+                np.floor(n * n / 4) / (2 * n * n) if a2a else (n - 1) / (2 * n))
+    return n - 1, (n - 1) / n**2 if a2a else (n - 1) / n
+
+
+def torus_terms(collective, axes):
+    """(s, b) of a collective over a (sub-)torus given as axes (size k_a, wraps w_a, spacing d_a).
+
+    The torus rules of :func:`cost_terms` with each axis's members d_a links apart (a group
+    strided over a bigger torus): a step to the next member crosses d_a hops, and the d_a
+    interleaved groups on that axis share its links, so
+
+        s = sum_a d_a h_a,   h_a = floor(k_a / 2) with wraparound, k_a - 1 without;
+        AllGather b = (n - 1) / n / sum_a (l_a / d_a),   l_a = 2 wrapped, 1 unwrapped;
+        AllToAll  b = max_a d_a (k_a / n) load(k_a);   AllReduce doubles s and b.
+
+    W in T = s alpha + b V / W is one link's one-way bandwidth. With every d_a = 1 this is
+    :func:`cost_terms` on the torus of the k_a (exact for equal axes, see there).
+
+    >>> torus_terms("all_gather", [(4, True, 1), (4, True, 1)])
+    (4.0, 0.234375)
+    >>> torus_terms("all_gather", [(4, False, 2)])  # 4 chips, every other one of a line of 8
+    (6.0, 1.5)
+
+    See: Chapter "Networks and collectives", "Costs on rings, tori and switches".
+    """
+    kind = canonical_kind(collective)
+    if kind == "collective-permute":
+        raise ValueError("a collective-permute is a send/recv: use send_recv_time")
+    if kind == "all-reduce":
+        s, b = torus_terms("all-gather", axes)
+        return 2 * s, 2 * b
+    rule = (f"axes={axes!r} must be a list of (members k >= 1, wraps: bool, spacing d >= 1) "
+            "per torus axis")
+    try:
+        axes = [(k, w, d) for k, w, d in axes]
+    except (TypeError, ValueError):
+        raise ValueError(rule) from None
+    for k, w, d in axes:
+        if (not isinstance(w, (bool, np.bool_)) or isinstance(k, bool) or isinstance(d, bool)
+                or not isinstance(k, (int, np.integer)) or not isinstance(d, (int, np.integer))
+                or k < 1 or d < 1):
+            raise ValueError(rule)
+    axes = [(int(k), bool(w), int(d)) for k, w, d in axes if k > 1]
+    s = float(sum(d * (k // 2 if w else k - 1) for k, w, d in axes))
+    total = math.prod(k for k, _, _ in axes)
+    if kind == "all-to-all":
+        b = max((d * k / total * _axis_a2a_load(k, w) for k, w, d in axes), default=0.0)
+    else:
+        links = sum((2 if w else 1) / d for k, w, d in axes)
+        b = (total - 1) / total / links if links else 0.0
+    return s, float(b)
 
 
 def collective_time(collective, nbytes, n, bytes_per_s, *, topology="ring", latency=0.0,

@@ -34,18 +34,19 @@ def _positive(name, value, *, allow_zero=False):
 
 def _check_n(n, name="n"):
     """A device count (or array of them) as floats; ValueError unless whole numbers >= 1."""
-    rule = f"{name}={n!r} devices must be a whole number in [1, 2**40]"
+    def rule():  # built only when raising: formatting a large array is slow
+        return f"{name}={n!r} devices must be a whole number in [1, 2**40]"
     if isinstance(n, (str, bytes)) or np.iscomplexobj(n):
-        raise ValueError(rule)
+        raise ValueError(rule())
     try:
         arr = np.asarray(n)
         as_float = np.asarray(arr, dtype=float)
     except (TypeError, ValueError, OverflowError):
-        raise ValueError(rule) from None
+        raise ValueError(rule()) from None
     if (arr.dtype == bool or arr.dtype == object or not np.all(np.isfinite(as_float))
             or np.any(as_float < 1) or np.any(as_float % 1 != 0)
             or np.any(as_float > _MAX_DEVICES)):
-        raise ValueError(rule)
+        raise ValueError(rule())
     return as_float
 
 

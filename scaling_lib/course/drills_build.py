@@ -54,12 +54,11 @@ def _graded_source(q) -> str:
         return (f"{q.signature}\n    # BEGIN SOLUTION\n{body}\n    # END SOLUTION\n\n\n"
                 f"check_function({q.signature[4:q.signature.index('(')]}, key.{q.key},\n"
                 f"               {q.cases},\n"
-                f"               name={q.name!r}, hint={q.hint!r})")
+                f"               name={q.name!r})")
     unit = f", unit={q.unit!r}" if q.unit else ""
     return (f"p = draw(SEED, {q.name!r}, {q.draw})\nprint(p)\n# BEGIN SOLUTION\n{q.solution}\n"
             f"# STUB: answer = None  # {q.unit or 'a fraction'}\n# END SOLUTION\n"
-            f"check(answer, key.{q.key}(p), name={q.name!r}{unit}{q.tol},\n"
-            f"      hint={q.hint!r})")
+            f"check(answer, key.{q.key}(p), name={q.name!r}{unit}{q.tol})")
 
 
 def notebook(stem: str, setup_source: str):

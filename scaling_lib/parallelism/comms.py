@@ -6,7 +6,8 @@ together.
 ``nbytes`` is V, the full array of the collective (as in :func:`scaling_lib.collectives.
 collective_bytes`): the whole gradient for an all-reduce or a reduce-scatter, the whole gathered
 array for an all-gather; for a collective-permute, the bytes each device sends. The time of each
-is :func:`scaling_lib.collectives.collective_time` of (kind, nbytes, group_size).
+is :func:`scaling_lib.collectives.group_time` of (kind, nbytes, group_size, the group's stride
+on the device order) on a cluster.
 
 See: the parallelism chapters.
 """
@@ -85,17 +86,27 @@ def params_per_device(cfg, plan: ParallelPlan) -> tuple[float, float, float]:
     return embedding, dense - embedding, experts
 
 
-def collectives(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
+def collectives(cfg, plan: ParallelPlan, B, T, *, dtype="bf16", grad_dtype=None,
+                sp_regather=True, ring_keeps_kv=False, dispatch="ragged") -> list[Comm]:
     """Every collective one device takes part in during one training step of ``plan``.
 
     B is the global batch in sequences of T tokens; ``dtype`` the format of the weights,
-    gradients and activations that are communicated. Raises ValueError with the plan's
-    constraint violations (see :func:`constraints`), or for a degree whose strategy module is
-    not modelled.
+    gradients and activations that are communicated; ``grad_dtype`` that of the data-parallel
+    gradient reduction (all-reduce or reduce-scatter over dp), default ``dtype`` (Llama 3
+    reduce-scatters its gradients in fp32: Grattafiori et al. 2024, section 3.3.2, "Numerical
+    stability"). How the frameworks run each strategy, as options: ``sp_regather`` (sequence parallelism gathers a
+    column-parallel linear's input again for its weight gradient, Megatron-LM's default:
+    :mod:`~scaling_lib.parallelism.tensor`), ``ring_keeps_kv`` (ring attention's backward
+    keeps the forward's K/V blocks and sends only dK/dV: :mod:`~scaling_lib.parallelism.
+    context`), ``dispatch`` ("ragged" or "padded" dropless expert AllToAlls:
+    :mod:`~scaling_lib.parallelism.expert`). Raises ValueError with the plan's constraint
+    violations (see :func:`constraints`).
 
     >>> c = models.TransformerConfig(L=2, D=32, F=64, N=4, K=2, H=8, V=64)
     >>> collectives(c, ParallelPlan(), 8, 16)  # one device: nothing to communicate
     []
+    >>> [x.nbytes for x in collectives(c, ParallelPlan(dp=2), 8, 16, grad_dtype="fp32")]
+    [90752.0]
     """
     check_step_args(plan, B, T)
     from . import context, data, expert, fsdp, pipeline, tensor
@@ -103,8 +114,17 @@ def collectives(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
     reasons = constraints(cfg, plan, B, T)
     if reasons:
         raise ValueError("; ".join(reasons))
-    return [c for mod in (data, fsdp, tensor, context, pipeline, expert)
-            for c in mod.comms(cfg, plan, B, T, dtype=dtype)]
+    options = {tensor: {"sp_regather": sp_regather}, context: {"ring_keeps_kv": ring_keeps_kv},
+               expert: {"dispatch": dispatch}}
+    scale = 1.0 if grad_dtype is None else element_bytes(grad_dtype) / element_bytes(dtype)
+    out = []
+    for mod in (data, fsdp, tensor, context, pipeline, expert):
+        for c in mod.comms(cfg, plan, B, T, dtype=dtype, **options.get(mod, {})):
+            if scale != 1.0 and c.axis == "dp" and c.kind in ("all-reduce", "reduce-scatter"):
+                c = Comm(c.kind, c.axis, c.group_size, c.nbytes * scale, c.count, c.phase,
+                         c.overlappable)  # a gradient reduction, in grad_dtype
+            out.append(c)
+    return out
 
 
 def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:

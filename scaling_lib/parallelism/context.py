@@ -11,13 +11,17 @@ plan's ``cp_variant``:
   share of the causal mask's work (:func:`causal_pairs`).
 - ``"ring"`` (ring attention, Liu et al. 2023): each rank passes its K/V block to the next
   rank in a ring (collective-permute), cp - 1 times per layer, and merges each block's
-  partial attention into its output with the online softmax; the backward pass sends the dK/dV
-  blocks back around the ring. Each step's send can hide behind the previous block's
-  attention. Same load-balanced chunks.
+  partial attention into its output with the online softmax. The backward pass circulates the
+  K/V blocks again together with the dK/dV blocks they accumulate (Transformer Engine's and
+  ring-flash-attention's backward: the blocks are not kept, which is the point of ring
+  attention at extreme lengths), twice the forward bytes. Each step's send can hide behind
+  the previous block's attention. Same load-balanced chunks.
 - ``"ulysses"`` (DeepSpeed-Ulysses, Jacobs et al. 2023): an AllToAll turns q, k and v from
   "my T/cp tokens, all heads" into "all T tokens, my heads/cp heads", attention runs locally
   per head, and a second AllToAll turns the output back; the backward pass does the same in
-  reverse. The local heads (and key/value heads, with GQA) must split over cp.
+  reverse. The local query heads must split over cp; with fewer key/value heads than cp
+  (GQA, cp > k) each is replicated cp/k times before the AllToAll, so every rank gets one
+  (DeepSpeed's Ulysses with GQA), which sends k_u = max(k, cp) key/value heads' bytes.
 
 Per device and step, with a bytes per element, b sequences per micro-batch, m micro-batches,
 L layers (on the first pipeline stage), n = N/tp query heads and k key/value heads per tensor
@@ -27,20 +31,20 @@ collective-permute, the bytes each device sends):
     allgather  AllGather of K and V, V = 2·a·b·T·k·H, L·m times forward;
                ReduceScatter of dK and dV, the same V, L·m times backward
     ring       collective-permute of one K/V block, 2·a·b·(T/cp)·k·H bytes sent,
-               (cp - 1)·L·m times forward and (cp - 1)·L·m times backward (dK, dV)
-    ulysses    AllToAll of q, k, v: V = a·b·T·(n + 2k)·H, and of the output: V = a·b·T·n·H,
+               (cp - 1)·L·m times forward; backward the K/V block and the dK/dV block,
+               (cp - 1)·L·m times each (``ring_keeps_kv=True``: dK/dV only)
+    ulysses    AllToAll of q, k, v: V = a·b·T·(n + 2 k_u)·H, and of the output: V = a·b·T·n·H,
                L·m times each forward, and as many backward
 
-The backward counts are what the simulated step runs: autodiff keeps the K/V blocks a rank
-received in the forward pass, so only dK/dV travel back. Implementations that drop them to save
-memory (the point of ring attention at extreme lengths) send K/V around again with dK/dV,
-doubling the ring's backward traffic; the all-gather variant likewise re-gathers K and V if the
-gathered copy is not kept.
+The simulated step (``simulate``) keeps the K/V blocks a rank received in the forward pass
+(autodiff's residuals), so only dK/dV travel back: ``ring_keeps_kv=True`` models it. The
+all-gather variant likewise keeps the gathered K and V (Llama 3's does).
 
 Each device sends (cp - 1)/cp · 2·a·b·T·k·H per layer forward with the all-gather and with the
-ring alike; Ulysses sends (cp - 1)/cp² · a·b·T·(2n + 2k)·H, which shrinks with cp but carries
+ring alike; Ulysses sends (cp - 1)/cp² · a·b·T·(2n + 2k_u)·H, which shrinks with cp but carries
 the query heads too: with GQA (k much smaller than n) the all-gather sends less until cp is
-larger than (n + k)/k (:func:`layer_bytes`). The gradient AllReduce of data parallelism runs
+larger than (n + k)/k (:func:`layer_bytes`). Beyond cp = k the replicated key/value heads add
+(cp - 1)/cp · 2·a·b·T·H per device, a term that no longer shrinks; Ulysses' limit is cp <= n. The gradient AllReduce of data parallelism runs
 over the dp·cp replicas (the weights are replicated over cp).
 
 See: the chapter "Context parallelism".
@@ -119,6 +123,18 @@ def imbalance(T, cp, *, balanced=True) -> float:
     return float(w.max() / w.mean())
 
 
+def ulysses_kv_heads(cfg, cp, tp=1) -> float:
+    """Key/value heads per tensor rank that Ulysses' AllToAll carries: k_u = max(k, cp), the
+    k heads replicated cp/k times when there are fewer than cp (each rank needs one).
+
+    >>> ulysses_kv_heads("llama3-8b", 4), ulysses_kv_heads("llama3-8b", 16)
+    (8.0, 16.0)
+    """
+    _, k = heads_per_rank(cfg, tp)
+    cp = check_count("cp", cp)
+    return float(max(k, cp))
+
+
 def heads_per_rank(cfg, tp=1) -> tuple[float, float]:
     """(n, k): query heads and key/value heads on one tensor rank (one kv copy when tp > K).
 
@@ -138,8 +154,11 @@ def _micro(cfg, plan, B, T):
     return c, m, b, layers
 
 
-def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
+def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16", ring_keeps_kv=False) -> list[Comm]:
     """Context parallelism's collectives in one step, per device (the plan's ``cp_variant``).
+
+    The ring's backward sends the K/V blocks again with the dK/dV blocks, unless
+    ``ring_keeps_kv`` (the forward's blocks are kept: dK/dV only).
 
     >>> from scaling_lib.models import TransformerConfig
     >>> c = TransformerConfig(L=2, D=32, F=64, N=4, K=2, H=8, V=64)
@@ -148,7 +167,7 @@ def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
     [('all-gather', 8192.0, 2, 'forward'), ('reduce-scatter', 8192.0, 2, 'backward')]
     >>> [(x.kind, x.nbytes, x.count) for x in comms(c, plan.with_changes(cp_variant="ring"),
     ...                                             8, 16)]
-    [('collective-permute', 4096.0, 2), ('collective-permute', 4096.0, 2)]
+    [('collective-permute', 4096.0, 2), ('collective-permute', 4096.0, 2), ('collective-permute', 4096.0, 2)]
     """
     check_step_args(plan, B, T)
     if plan.cp == 1:
@@ -163,8 +182,10 @@ def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
                 Comm("reduce-scatter", "cp", cp, kv, per, "backward", False)]
     if plan.cp_variant == "ring":
         block = 2 * a * b * T / cp * k * c.H
+        sends = ("forward", "backward") if ring_keeps_kv else ("forward", "backward", "backward")
         return [Comm("collective-permute", "cp", cp, block, (cp - 1) * per, phase, True)
-                for phase in ("forward", "backward")]
+                for phase in sends]
+    k = ulysses_kv_heads(c, cp, plan.tp)
     qkv, out = a * b * T * (n + 2 * k) * c.H, a * b * T * n * c.H
     return [Comm("all-to-all", "cp", cp, V, per, phase, False)
             for phase in ("forward", "backward") for V in (qkv, out)]
@@ -197,7 +218,7 @@ def memory(cfg, plan: ParallelPlan, B, T, **options):
     elif plan.cp_variant == "ring":
         buf = 2 * 2 * a * b * T / cp * k * c.H
     else:
-        buf = a * b * T * (2 * n + 2 * k) * c.H / cp
+        buf = a * b * T * (2 * n + 2 * ulysses_kv_heads(c, cp, plan.tp)) * c.H / cp
     return Breakdown({"activations": full["activations"], "logits": full["logits"],
                       "attention buffers": float(buf)}, unit="bytes")
 
@@ -210,10 +231,10 @@ def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
     >>> constraints(c, ParallelPlan(cp=4), 8, 12)  # doctest: +NORMALIZE_WHITESPACE
     ['T=12 tokens must be divisible by 2·cp = 8 (load-balanced causal chunks: rank i holds
       chunks i and 2·cp-1-i)']
-    >>> uly = ParallelPlan(cp=4, cp_variant="ulysses")
+    >>> uly = ParallelPlan(cp=8, cp_variant="ulysses")  # K=2 < cp is fine (replicated), N=4 not
     >>> constraints(c, uly, 8, 16)  # doctest: +NORMALIZE_WHITESPACE
-    ['ulysses: K=2 key/value heads per tensor rank are not divisible by cp=4; choose cp in
-      [1, 2], or the allgather or ring variant']
+    ['ulysses: N=4 query heads per tensor rank are not divisible by cp=8; choose cp in
+      [1, 2, 4], or the allgather or ring variant']
     """
     check_step_args(plan, B, T)
     cp = plan.cp
@@ -229,22 +250,29 @@ def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
     if T % cp:
         out.append(f"T={T} tokens must be divisible by cp={cp}")
     n, k = heads_per_rank(c, plan.tp)
-    for name, heads in (("N", n), ("K", k)):
-        what = "query heads" if name == "N" else "key/value heads"
-        if heads % 1 or heads % cp:
-            ok = [d for d in divisors(int(heads))] if heads % 1 == 0 else [1]
-            out.append(f"ulysses: {name}={heads:g} {what} per tensor rank are not divisible by "
-                       f"cp={cp}; choose cp in {ok}, or the allgather or ring variant")
+    if n % 1 or n % cp:
+        ok = [d for d in divisors(int(n))] if n % 1 == 0 else [1]
+        out.append(f"ulysses: N={n:g} query heads per tensor rank are not divisible by "
+                   f"cp={cp}; choose cp in {ok}, or the allgather or ring variant")
+    elif k % cp and cp % k:  # fewer kv heads than cp: replicated cp/k times, so k | cp
+        ok = [d for d in divisors(int(n)) if k % d == 0 or d % k == 0]
+        out.append(f"ulysses: K={k:g} key/value heads per tensor rank must divide or be a "
+                   f"multiple of cp={cp} (cp > K replicates them); choose cp in {ok}, or the "
+                   "allgather or ring variant")
     return out
 
 
 def layer_bytes(cfg, variant, cp, T, *, b=1, tp=1, dtype="bf16"):
     """Bytes one device sends in one layer's forward pass (the backward sends as many).
 
-    allgather and ring: (cp - 1)/cp · 2·a·b·T·k·H; ulysses: (cp - 1)/cp² · a·b·T·(2n + 2k)·H.
+    allgather and ring: (cp - 1)/cp · 2·a·b·T·k·H; ulysses: (cp - 1)/cp² · a·b·T·(2n + 2k_u)·H
+    (k_u = max(k, cp), :func:`ulysses_kv_heads`).
 
-    >>> [round(layer_bytes("llama3-70b", v, 16, 131072, tp=8) / 2**20, 1) for v in VARIANTS]
-    [60.0, 60.0, 33.8]
+    >>> [round(layer_bytes("llama3-70b", v, 8, 131072) / 2**20, 1) for v in VARIANTS]
+    [448.0, 448.0, 504.0]
+    >>> # tp=8 leaves one kv head per rank: Ulysses replicates it 8 times
+    >>> [round(layer_bytes("llama3-70b", v, 8, 131072, tp=8) / 2**20, 1) for v in VARIANTS]
+    [56.0, 56.0, 112.0]
     """
     check_choice("variant", variant, VARIANTS)
     c = models.get(cfg)
@@ -254,7 +282,7 @@ def layer_bytes(cfg, variant, cp, T, *, b=1, tp=1, dtype="bf16"):
     a = element_bytes(dtype)
     n, k = heads_per_rank(c, tp)
     if variant == "ulysses":
-        out = (cp - 1) / cp**2 * a * b * T * (2 * n + 2 * k) * c.H
+        out = (cp - 1) / cp**2 * a * b * T * (2 * n + 2 * np.maximum(k, cp)) * c.H
     else:
         out = (cp - 1) / cp * 2 * a * b * T * k * c.H
     return _scalar(out)
@@ -279,7 +307,7 @@ def layer_times(cfg, variant, cp, T, accelerator, bytes_per_s, *, b=1, tp=1,
     - allgather: one AllGather of K and V (V = 2·a·b·T·k·H), before attention: exposed;
     - ring: cp - 1 sends of one K/V block (2·a·b·(T/cp)·k·H) over one link, each hidden behind
       one block's attention (attention / cp): exposed (cp - 1)·max(0, send - attention / cp);
-    - ulysses: AllToAlls of q, k, v and of the output (V = a·b·T·(2n + 2k)·H): exposed.
+    - ulysses: AllToAlls of q, k, v and of the output (V = a·b·T·(2n + 2k_u)·H): exposed.
 
     ``bytes_per_s`` is one-way per device (a switch by default: NVLink in a node).
 
@@ -311,7 +339,7 @@ def layer_times(cfg, variant, cp, T, accelerator, bytes_per_s, *, b=1, tp=1,
         t_comm = (cp_a - 1) * step
         exposed = (cp_a - 1) * np.maximum(0.0, step - t_att / cp_a)
     else:
-        V = a * b * T_a * (2 * n + 2 * k) * c.H
+        V = a * b * T_a * (2 * n + 2 * np.maximum(k, cp_a)) * c.H
         t_comm = _collectives.collective_time("all-to-all", V, cp_a, bytes_per_s, **kw)
         exposed = t_comm
     return LayerTimes(_scalar(t_att), _scalar(t_comm), _scalar(exposed))
@@ -320,7 +348,7 @@ def layer_times(cfg, variant, cp, T, accelerator, bytes_per_s, *, b=1, tp=1,
 def best_variant(cfg, cp, T, accelerator, bytes_per_s, *, b=1, tp=1, topology="switch",
                  latency=0.0, dtype="bf16") -> str:
     """The variant with the least exposed communication per layer that can run (ties: the
-    first of allgather, ring, ulysses; Ulysses needs the heads to split over cp).
+    first of allgather, ring, ulysses; Ulysses needs the query heads to split over cp).
 
     >>> best_variant("llama3-70b", 16, 131072, "h100", 50e9, tp=8)
     'ring'
@@ -332,7 +360,7 @@ def best_variant(cfg, cp, T, accelerator, bytes_per_s, *, b=1, tp=1, topology="s
     n, k = heads_per_rank(c, tp)
     best, t_best = None, math.inf
     for v in VARIANTS:
-        if v == "ulysses" and (n % cp or k % cp):
+        if v == "ulysses" and (n % cp or (k % cp and cp % k)):
             continue
         t = float(np.max(layer_times(c, v, cp, T, accelerator, bytes_per_s, b=b, tp=tp,
                                      topology=topology, latency=latency, dtype=dtype).exposed))

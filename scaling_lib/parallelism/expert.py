@@ -17,7 +17,16 @@ Per micro-batch of b sequences per dp rank, a bytes per element, each of the 4·
 of a step moves (V: the full array, ep times one device's buffer)
 
     V = ep · a · b · E·C · D      (with capacity; C per sequence)
-    V = ep · a · b · k·T/cp · D   (dropless, balanced routing)
+    V = ep · a · b · k·T/cp · D   (dropless, ``dispatch="ragged"``: the k·T/cp routed tokens,
+                                   balanced routing; Megatron-Core's all-to-all dispatcher,
+                                   MegaBlocks)
+    V = ep · a · b · E·T/cp · D   (dropless, ``dispatch="padded"``: static buffers of C = T/cp
+                                   slots per expert, the most one expert can receive; GShard's
+                                   einsum dispatch, what XLA compiles without a ragged
+                                   AllToAll: E/k times the ragged bytes, 2x at E = 4, k = 2)
+
+n_moe is the number of MoE layers of the first pipeline stage (its ⌈L/pp⌉ layers after the
+``n_dense_layers`` dense ones), as the other strategies count the first stage's layers.
 
 With tp > 1 (and no sequence parallelism) every tp rank dispatches the same tokens, and the
 router's weight gradient (a·D·E per MoE layer), partial on each tp rank, is summed by an
@@ -44,6 +53,7 @@ from .plan import ParallelPlan, check_step_args
 
 
 MAX_LOGITS = 2**22  # toy_router's largest n·E (32 MB of float64 logits)
+DISPATCH = ("ragged", "padded")  # how a dropless layer's AllToAll sends (module docstring)
 
 
 # ---- routing -------------------------------------------------------------------------------
@@ -206,23 +216,31 @@ def imbalance(loads):
 
 
 # ---- communication and memory per step (the strategy interface) -------------------------------
-def all_to_all_bytes(cfg, tokens, ep, *, dtype="bf16", group_tokens=None) -> float:
+def all_to_all_bytes(cfg, tokens, ep, *, dtype="bf16", group_tokens=None,
+                     dispatch="ragged") -> float:
     """V of one dispatch (or combine) AllToAll for ``tokens`` tokens on each of ep devices.
 
-    Dropless: V = ep · a · k · tokens · D (balanced). With ``cfg.capacity_factor`` the static
-    buffers of E·C slots per group of ``group_tokens`` tokens (default: all ``tokens``):
-    V = ep · a · (tokens / group_tokens) · E·C · D.
+    With ``cfg.capacity_factor`` the static buffers of E·C slots per group of ``group_tokens``
+    tokens (default: all ``tokens``): V = ep · a · (tokens / group_tokens) · E·C · D. Dropless:
+    ``dispatch="ragged"`` sends the routed tokens, V = ep · a · k · tokens · D (balanced);
+    ``dispatch="padded"`` the static buffers of C = group_tokens slots (:func:`capacity` with
+    no factor), E/k times more.
 
     >>> round(all_to_all_bytes("mixtral-8x7b", 4096, 8) / 1e6, 1)  # 8 · 2 · 2 · 4096 · 4096
     536.9
+    >>> padded = all_to_all_bytes("mixtral-8x7b", 4096, 8, dispatch="padded")
+    >>> padded / all_to_all_bytes("mixtral-8x7b", 4096, 8)  # E / k = 8 / 2
+    4.0
     """
     c = _moe_cfg(cfg)
     n = check_int("tokens", tokens)
     ep = check_int("ep", ep)
+    if dispatch not in DISPATCH:
+        raise ValueError(f"dispatch={dispatch!r}; valid choices: {', '.join(DISPATCH)}")
     if c.E % ep:
         raise ValueError(f"ep={ep} does not divide E={c.E} experts; choose ep in {divisors(c.E)}")
     a = element_bytes(dtype)
-    if c.capacity_factor is None:
+    if c.capacity_factor is None and dispatch == "ragged":
         return float(ep * a * c.k * n * c.D)
     g = n if group_tokens is None else check_int("group_tokens", group_tokens)
     if n % g:
@@ -230,11 +248,25 @@ def all_to_all_bytes(cfg, tokens, ep, *, dtype="bf16", group_tokens=None) -> flo
     return float(ep * a * (n // g) * c.E * capacity(g, c.E, c.k, c.capacity_factor) * c.D)
 
 
-def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
+def stage_moe_layers(cfg, pp=1) -> int:
+    """MoE layers of the first of pp pipeline stages: its ⌈L/pp⌉ layers after the dense ones.
+
+    >>> stage_moe_layers("deepseek-v3", 1), stage_moe_layers("deepseek-v3", 2)
+    (58, 28)
+    """
+    c = models.get(cfg)
+    pp = check_int("pp", pp)
+    if not c.is_moe:
+        return 0
+    return max(0, min(-(-c.L // pp), c.L) - c.n_dense_layers)
+
+
+def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16", dispatch="ragged") -> list[Comm]:
     """Expert parallelism's collectives in one step, per device (empty for a dense model).
 
-    Per MoE layer and micro-batch: dispatch and combine AllToAlls forward, their transposes
-    backward (V from :func:`all_to_all_bytes`, one group per sequence); with tp > 1 the router
+    Per MoE layer of the first pipeline stage (:func:`stage_moe_layers`) and micro-batch:
+    dispatch and combine AllToAlls forward, their transposes backward (V from
+    :func:`all_to_all_bytes` with ``dispatch``, one group per sequence); with tp > 1 the router
     gradient's AllReduce over tp.
 
     >>> c = models.TransformerConfig(L=2, D=32, F=64, N=4, K=2, H=8, V=64, E=4, k=2)
@@ -250,14 +282,18 @@ def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
     m = plan.n_microbatches(B)
     b = B // (plan.dp * m)  # sequences per micro-batch on one dp rank
     n_seq = T // plan.cp
+    layers = stage_moe_layers(c, plan.pp)
     out = []
+    if layers == 0:
+        return out
     if plan.ep > 1:
-        V = b * all_to_all_bytes(c, n_seq, plan.ep, dtype=dtype, group_tokens=n_seq)
-        n = 2 * c.n_moe_layers * m
+        V = b * all_to_all_bytes(c, n_seq, plan.ep, dtype=dtype, group_tokens=n_seq,
+                                 dispatch=dispatch)
+        n = 2 * layers * m
         out += [Comm("all-to-all", "ep", plan.ep, V, n, "forward", False),
                 Comm("all-to-all", "ep", plan.ep, V, n, "backward", False)]
     if plan.tp > 1:
-        out.append(Comm("all-reduce", "tp", plan.tp, a * c.D * c.E, c.n_moe_layers * m,
+        out.append(Comm("all-reduce", "tp", plan.tp, a * c.D * c.E, layers * m,
                         "backward", True))
     return out
 

@@ -38,11 +38,49 @@ from ..collectives import collective_bytes
 from ..units import _brief, check_count
 from .comms import Comm, collectives
 from .plan import ParallelPlan, check_plan
-from .steptime import _check_comm
 
 ORDER = ("tp", "cp", "pp", "dp")  # Llama 3's mesh, inner (fastest links) to outer
 AXES = ORDER
 LINK_CLASSES = ("intra-node", "inter-node", "inter-pod")  # fastest to slowest
+
+
+def _check_comm(comm) -> Comm:
+    if not isinstance(comm, Comm):
+        raise ValueError(f"comm={_brief(comm)} must be a parallelism.Comm (kind, axis, "
+                         "group_size, nbytes, ...)")
+    return comm
+
+
+def _axis_strides(plans: dict, order=ORDER) -> dict:
+    """:func:`strides` for arrays of plans (the estimator's, unchecked) (``plans[a]`` an integer array per axis): the one
+    device numbering the estimator, the planner and :func:`strides` share.
+
+    >>> import numpy as np
+    >>> _axis_strides({"tp": np.array([8]), "cp": np.array([2]), "pp": np.array([4]),
+    ...               "dp": np.array([16])})["dp"].tolist()
+    [64]
+    """
+    out, s = {}, 1
+    for a in check_order(order):
+        out[a] = s
+        s = s * np.asarray(plans[a])
+    return {a: np.asarray(out[a]) * np.ones_like(np.asarray(plans[a])) for a in AXES}
+
+
+def _replica_members_per_node(plans: dict, node: int, order=ORDER, shard=None):
+    """Members of a data-parallel replica group (the dp·cp ranks that hold the same weights)
+    in one node of ``node`` devices, per plan; with ``shard`` (an array of ZeRO shard-group
+    sizes, the innermost replicas) those of one shard group. A group whose members fill a node
+    m at a time crosses the network with g/m of them: what decides its links."""
+    st = _axis_strides(plans, order)
+    cp, dp = np.asarray(plans["cp"]), np.asarray(plans["dp"])
+    in_cp = np.clip(node // st["cp"], 1, cp)
+    in_dp = np.clip(node // st["dp"], 1, dp)
+    both = in_cp * np.where(in_cp >= cp, in_dp, 1)
+    if shard is None:
+        return both
+    s = np.asarray(shard)
+    return np.minimum(both, np.where(s <= cp, np.minimum(in_cp, s), s))
 
 
 def _count(name, value, minimum=1) -> int:

@@ -37,8 +37,9 @@ import numpy as np
 from .. import memory as _memory
 from .. import models
 from ..breakdown import Breakdown
-from ..units import _brief, check_choice, check_count, check_positive
+from ..units import _brief, check_choice, check_count, check_positive, scalar_or_array as _out
 from .comms import Comm, element_bytes
+from . import rules
 from .plan import SCHEDULES, ParallelPlan, check_step_args
 
 #: One row per operation of a pipeline timeline.
@@ -333,24 +334,55 @@ def stage_costs(cfg, layers) -> dict:
 
 # ---- the strategy module's functions ----------------------------------------------------------
 
-def activation_bytes(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> float:
-    """Bytes one device sends across a stage boundary for one micro-batch: a·b·(T/cp)·D, and
-    /tp with sequence parallelism (the activations are split over the tp ranks; without it
-    every tp rank holds, and here sends, the whole; Megatron-LM can instead send 1/tp each and
-    all-gather after the boundary)."""
+# Megatron-LM's scatter-gather optimisation of pipeline sends (on by default since Narayanan et
+# al. 2021, section 4.1): with tp > 1 and no sequence parallelism every tp rank holds the whole
+# activation, so each sends a 1/tp slice and the receivers all-gather it over NVLink.
+SCATTER_GATHER = True
+
+
+def send_bytes(D, b, T, cp=1, tp=1, *, dtype="bf16", sequence_parallel=False,
+               scatter_gather=SCATTER_GATHER):
+    """Bytes one device sends across a stage boundary for one micro-batch: the one home of
+    this quantity (``estimate`` and :func:`comms` call it). The activation is a·b·(T/cp)·D;
+    each tp rank sends /tp of it with sequence parallelism (it holds only that) or with
+    Megatron-LM's scatter-gather (``scatter_gather``, :data:`SCATTER_GATHER`); otherwise the
+    whole (what XLA compiles for a replicated activation). Broadcasts over b, T, cp and tp.
+
+    >>> send_bytes(4096, 1, 4096, tp=8), send_bytes(4096, 1, 4096, tp=8, scatter_gather=False)
+    (4194304.0, 33554432.0)
+    """
+    D, b, T, cp, tp = (check_count(k, v) for k, v in (("D", D), ("b", b), ("T", T), ("cp", cp),
+                                                       ("tp", tp)))
+    for k, v in (("sequence_parallel", sequence_parallel), ("scatter_gather", scatter_gather)):
+        if not isinstance(v, (bool, np.bool_, np.ndarray)) or (
+                isinstance(v, np.ndarray) and v.dtype != bool):
+            raise ValueError(f"{k}={_brief(v)} must be True or False (or an array of them)")
+    act = element_bytes(dtype) * np.asarray(b, dtype=float) * T / np.asarray(cp) * D
+    split = np.logical_or(sequence_parallel, scatter_gather)
+    return _out(np.where(split, act / np.asarray(tp), act))
+
+
+def activation_bytes(cfg, plan: ParallelPlan, B, T, *, dtype="bf16",
+                     scatter_gather=False) -> float:
+    """:func:`send_bytes` of ``plan``'s micro-batch (B sequences in the global batch).
+    ``scatter_gather`` defaults to False here: the compiled program of
+    ``simulate.train_step`` sends the whole replicated activation, which :func:`comms` lists."""
     check_step_args(plan, B, T)
     c = models.get(cfg)
     m = plan.n_microbatches(B)
     b = B // (plan.dp * m)
-    act = element_bytes(dtype) * b * T / plan.cp * c.D
-    return act / plan.tp if plan.sequence_parallel else act
+    return float(send_bytes(c.D, b, T, plan.cp, plan.tp, dtype=dtype,
+                            sequence_parallel=plan.sequence_parallel,
+                            scatter_gather=scatter_gather))
 
 
-def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
+def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16", scatter_gather=False) -> list[Comm]:
     """The point-to-point sends of one step, per device (a middle stage's view): the output
     activations forward and their gradient backward, once per micro-batch per chunk (v·m each
-    way), V = :func:`activation_bytes`. Collective-permutes on the critical path of the
-    schedule (``t_p2p`` in :func:`schedule`): not overlappable here.
+    way), V = :func:`send_bytes`. Collective-permutes on the critical path of the
+    schedule (``t_p2p`` in :func:`schedule`): not overlappable here. With ``scatter_gather``
+    (Megatron-LM's, and the estimate's) and tp > 1 without sequence parallelism, each send is
+    1/tp of the activation and the receiving stage all-gathers it over the tp group.
 
     >>> c = models.TransformerConfig(L=4, D=32, F=64, N=4, K=2, H=8, V=64)
     >>> [(x.kind, x.nbytes, x.count, x.phase) for x in comms(c, ParallelPlan(pp=2), 8, 16)]
@@ -359,10 +391,15 @@ def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
     check_step_args(plan, B, T)
     if plan.pp == 1:
         return []
-    act = activation_bytes(cfg, plan, B, T, dtype=dtype)
+    act = activation_bytes(cfg, plan, B, T, dtype=dtype, scatter_gather=scatter_gather)
     n = plan.n_microbatches(B) * plan.virtual_stages
-    return [Comm("collective-permute", "pp", plan.pp, act, n, "forward", False),
-            Comm("collective-permute", "pp", plan.pp, act, n, "backward", False)]
+    out = [Comm("collective-permute", "pp", plan.pp, act, n, "forward", False),
+           Comm("collective-permute", "pp", plan.pp, act, n, "backward", False)]
+    if scatter_gather and plan.tp > 1 and not plan.sequence_parallel:
+        full = act * plan.tp
+        out += [Comm("all-gather", "tp", plan.tp, full, n, "forward", False),
+                Comm("all-gather", "tp", plan.tp, full, n, "backward", False)]
+    return out
 
 
 def memory(cfg, plan: ParallelPlan, B, T, **options):
@@ -377,36 +414,23 @@ def memory(cfg, plan: ParallelPlan, B, T, **options):
                                            "activations")}, unit="bytes")
 
 
+# The pipeline's rules in the one table: an uneven split (pp_split) is left to the planner and
+# ``estimate``'s ``rules_broken``: its traffic is well defined (the library's schedules run it).
+PIPELINE_RULES = ("pp_layers", "interleaved_m", "zero2_pp")
+
+
 def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
-    """Stages must have layers, chunks must split evenly, micro-batches must fill the schedule.
+    """The pipeline's rules of :mod:`scaling_lib.parallelism.rules` that ``plan`` breaks, as
+    sentences: stages need layers, the interleaved schedule takes micro-batches in groups of
+    pp, no ZeRO-2 with stages.
 
     >>> c = models.TransformerConfig(L=4, D=32, F=64, N=4, K=2, H=8, V=64)
     >>> constraints(c, ParallelPlan(pp=2, virtual_stages=4, schedule="interleaved"), 8, 16)
-    ['pp·v = 8 chunks exceed L=4 layers']
-    >>> constraints(c.with_changes(L=6), ParallelPlan(pp=2, virtual_stages=2,
-    ...                                               schedule="interleaved"), 8, 16)
-    ['L=6 layers do not split into pp·v = 4 chunks of equal size; choose virtual_stages in [1, 3]']
+    ['pp · virtual_stages must not exceed the L layers (each chunk needs a layer)']
     """
     check_step_args(plan, B, T)
-    p, v = plan.pp, plan.virtual_stages
-    if p == 1 and v == 1:
-        return []
-    c = models.get(cfg)
-    out = []
-    if p * v > c.L:
-        out.append(f"pp·v = {p * v} chunks exceed L={c.L} layers")
-    elif v > 1 and c.L % (p * v):
-        ok = [k for k in range(1, c.L // p + 1) if c.L % (p * k) == 0]
-        out.append(f"L={c.L} layers do not split into pp·v = {p * v} chunks of equal size; "
-                   f"choose virtual_stages in {ok}")
-    per_step = plan.dp * plan.micro_batch
-    if B % per_step == 0 and v > 1 and p > 1:
-        m = B // per_step
-        if m % p:
-            out.append(f"m={m} micro-batches must be a multiple of pp={p} with "
-                       f"virtual_stages={v} (Megatron-LM's interleaved order takes them in "
-                       "groups of pp)")
-    return out
+    return [rules.BY_NAME[n].message for n in rules.broken(cfg, plan, B, T)
+            if n in PIPELINE_RULES]
 
 
 def step_time(pp, m, *, v=1, kind="1f1b", t_fwd=1.0, t_bwd=2.0, t_p2p=0.0) -> float:

@@ -23,6 +23,12 @@ SCHEDULES = ("1f1b", "gpipe", "interleaved")
 CP_VARIANTS = ("allgather", "ring", "ulysses")  # see parallelism.context
 RECOMPUTE = ("none", "selective", "full")
 ZERO_STAGES = (0, 1, 2, 3)
+# How layers are split over pipeline stages: "even" (Megatron-LM's default: L/pp per stage) or
+# "light_ends" (the embedding and the loss each counted as a layer, so the first and the last
+# chunk hold one layer fewer: Megatron-Core's --account-for-embedding-in-pipeline-split and
+# --account-for-loss-in-pipeline-split; Llama 3 405B's 7 + 14 x 8 + 7 layers on 16 stages,
+# Dubey et al. 2024, section 3.3.2).
+PP_LAYOUTS = ("even", "light_ends")
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,11 @@ class ParallelPlan:
     ``recompute`` is "none", "selective" or "full"; ``sequence_parallel`` shards the
     layer-norm and dropout activations over the tp group; ``cp_variant`` is how the cp ranks
     share keys and values: "allgather", "ring" or "ulysses" (see ``parallelism.context``).
+    ``pp_layout`` is how layers split over the stages (:data:`PP_LAYOUTS`; the split itself is
+    :func:`scaling_lib.parallelism.rules.stage_layers`). ``reshard_after_forward`` (ZeRO-3,
+    PyTorch FSDP's option of that name): True frees each gathered layer after its forward and
+    gathers it again for the backward, every micro-batch; False keeps the stage's gathered
+    weights for the whole step (one gather per step: what torchtitan does with pipeline stages).
 
     >>> p = ParallelPlan(dp=64, tp=8, pp=16)
     >>> p.world_size
@@ -57,6 +68,8 @@ class ParallelPlan:
     sequence_parallel: bool = False
     shard_group: int | None = None
     cp_variant: str = "allgather"
+    pp_layout: str = "even"
+    reshard_after_forward: bool = True
 
     def __post_init__(self):
         for name in ("dp", "tp", "pp", "cp", "ep", "micro_batch", "virtual_stages"):
@@ -84,6 +97,12 @@ class ParallelPlan:
                              "schedule; use schedule='interleaved' or virtual_stages=1")
         check_choice("recompute", self.recompute, RECOMPUTE)
         check_choice("cp_variant", self.cp_variant, CP_VARIANTS)
+        check_choice("pp_layout", self.pp_layout, PP_LAYOUTS)
+        if not isinstance(self.reshard_after_forward, (bool, np.bool_)):
+            raise ValueError(f"reshard_after_forward={_brief(self.reshard_after_forward)} must "
+                             "be True or False")
+        object.__setattr__(self, "reshard_after_forward", bool(self.reshard_after_forward))
+        object.__setattr__(self, "sequence_parallel", bool(self.sequence_parallel))
         replicas = self.dp * self.cp
         if replicas % self.ep:
             raise ValueError(f"ep={self.ep} must divide dp * cp = {replicas} (experts are "

@@ -24,7 +24,7 @@ from .steptime import StepTime, _one, step_time
 
 
 def split_table(cfg, cluster, B, T, *, recompute=RECOMPUTE, sequence_parallel=True,
-                dtype="bf16", efficiency=1.0) -> list[StepTime]:
+                dtype="bf16", efficiency=None) -> list[StepTime]:
     """Every FSDP x TP split of ``cluster`` (tp a power of two), fastest fitting first.
 
     For each tp, FSDP over dp = n / tp ranks, with the fastest recomputation setting (of
@@ -47,7 +47,8 @@ def split_table(cfg, cluster, B, T, *, recompute=RECOMPUTE, sequence_parallel=Tr
     n = cluster.n_devices
     B = int(_one(check_count, "B", B))
     T = int(_one(check_count, "T", T))
-    _one(check_fraction, "efficiency", efficiency)
+    if efficiency is not None:
+        _one(check_fraction, "efficiency", efficiency)
     if not isinstance(sequence_parallel, bool):
         raise ValueError(f"sequence_parallel={_brief(sequence_parallel)} must be True or False")
     rows = []

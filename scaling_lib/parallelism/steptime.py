@@ -1,6 +1,6 @@
 """Step time of a data/ZeRO/tensor-parallel training step: compute, each collective, overlap.
 
-The one step-time model of the library (the seed of ``parallelism.estimate``). Puts
+A per-phase view of the library's one step-time model, ``parallelism.estimate``. Puts
 :func:`scaling_lib.parallelism.collectives` (what one device communicates) together with
 :mod:`scaling_lib.collectives` (what a collective costs on a cluster) and
 :mod:`scaling_lib.transformer` (what the step computes):
@@ -19,8 +19,10 @@ Layer-by-layer schedules (DDP's buckets, FSDP's prefetch) are in
 :mod:`scaling_lib.parallelism.timeline`; the FSDP x TP search built on :func:`step_time` in
 :mod:`scaling_lib.parallelism.split`.
 
-Left out: launch latencies of kernels, contention between collectives of the same level, the
-optimizer step's own time, and pipeline/context/expert parallelism.
+Since the model of record (issue 19), :func:`step_time` and :func:`critical_tokens_per_device`
+are views of :func:`scaling_lib.parallelism.estimate.estimate` (its step time, exactly); the
+per-collective :func:`comm_time` and the FLOP-count :func:`compute_times` remain the pieces the
+layer-by-layer schedules of ``timeline`` draw.
 
 See: the chapter "Data parallelism, ZeRO/FSDP and HSDP".
 """
@@ -168,6 +170,7 @@ class StepTime:
     exposed_time: float
     memory: object  # memory.Breakdown per device
     fits: bool
+    overhead: float = 0.0  # the pipeline bubble and the optimizer step (seconds)
 
     @property
     def compute_time(self) -> float:
@@ -179,12 +182,13 @@ class StepTime:
 
     @property
     def step_time(self) -> float:
-        return self.compute_time + self.exposed_time
+        return self.compute_time + self.exposed_time + self.overhead
 
     @property
     def comm_bound(self) -> bool:
-        """Whether communication adds to the step (some of it is not hidden)."""
-        return self.exposed_time > 1e-12 * max(self.compute_time, 1e-30)
+        """Whether communication adds noticeably to the step: its exposed part exceeds 1% of
+        the compute (the last gradient bucket is always exposed, a fraction of a percent)."""
+        return sum(c.exposed for c in self.comms) > 0.01 * self.compute_time
 
     def comm_by_axis(self, *, exposed=False) -> dict:
         """Seconds of communication per plan axis ("dp", "tp", ...), or only their exposed part.
@@ -199,93 +203,97 @@ class StepTime:
         return out
 
 
-def step_time(cfg, cluster, plan: ParallelPlan, B, T, *, dtype="bf16", efficiency=1.0,
+def _calibration(efficiency):
+    """The estimate's calibration with η_c = ``efficiency`` (None: the library's defaults)."""
+    from .calibration import DEFAULT_CALIBRATION
+
+    if efficiency is None:
+        return DEFAULT_CALIBRATION
+    return dataclasses.replace(DEFAULT_CALIBRATION,
+                               gemm_efficiency=_one(check_fraction, "efficiency", efficiency))
+
+
+def _phase_split(cfg, plan, B, T, flash_attention):
+    """Share of a step's compute that is the forward pass (the rest is backward and
+    recomputation), from the FLOP counts of :mod:`scaling_lib.transformer`."""
+    fwd = float(transformer.forward_flops(cfg, B, T, causal=True))
+    total = float(transformer.train_flops(cfg, B, T, causal=True, recompute=plan.recompute,
+                                          flash_attention=flash_attention))
+    return fwd / total
+
+
+_PHASE = {"tp": "forward", "ep": "forward", "cp": "forward", "pp": "forward"}
+
+
+def step_time(cfg, cluster, plan: ParallelPlan, B, T, *, dtype="bf16", efficiency=None,
               recipe="mixed", flash_attention=True) -> StepTime:
-    """Time of one step of ``plan`` on ``cluster`` (B sequences of T tokens, the global batch).
+    """One step of ``plan`` on ``cluster`` (B sequences of T tokens, the global batch), as
+    :func:`scaling_lib.parallelism.estimate.estimate` (the one step-time model) times it,
+    viewed by phase: ``compute`` splits the estimate's compute time into forward and backward
+    by their FLOPs; each collective of the estimate is a :class:`CommTime` with its seconds
+    and the part compute does not hide; ``exposed_time`` is everything besides compute
+    (exposed communication, the pipeline bubble, the optimizer step), so ``step_time`` is the
+    estimate's. ``efficiency`` (None: the calibrated default) is the fraction of the dense peak
+    a large matmul reaches (the calibration's η_c).
 
-    In each phase p the overlappable collectives run under that phase's compute; each network
-    level is its own resource, so the phase exposes
-
-        max(0, max over levels λ of Σ t_λ(collectives of p) - T_compute(p))
-
-    Collectives that cannot overlap (``overlappable=False``, and the optimizer phase) are
-    exposed in full. A phase's exposed time is shared among the collectives of its slowest level
-    in proportion to their time there (``CommTime.exposed``); a collective is ``hidden`` when
-    that share is zero. Step = Σ T_compute + Σ exposed. ``flash_attention`` counts the attention
-    FlashAttention recomputes in the backward pass and drops the stored scores from memory.
-
-    >>> st = step_time("llama3-8b", hardware.cluster("h100", 8), ParallelPlan(dp=8), 64, 4096)
-    >>> st.comm_bound, [c.comm.kind for c in st.comms]
-    (False, ['all-reduce'])
+    >>> c = hardware.cluster("h100", 8)
+    >>> st = step_time("llama3-8b", c, ParallelPlan(dp=8), 64, 4096)
+    >>> from scaling_lib.parallelism import estimate
+    >>> st.step_time == estimate("llama3-8b", c, ParallelPlan(dp=8), 64, 4096).step_time
+    True
     """
+    from .estimate import estimate
+
     cfg = models.get(cfg)
     cluster = hardware.get_cluster(cluster)
-    check_plan(plan)
-    if plan.world_size > cluster.n_devices:
-        raise ValueError(f"plan needs {plan.world_size} devices; the cluster has "
-                         f"{cluster.n_devices}: choose degrees whose product is at most that")
-    compute = compute_times(cfg, plan, B, T, cluster.accelerator, efficiency=efficiency,
-                            dtype=dtype, flash_attention=flash_attention)
-    timed = [(c, comm_time(c, cluster, plan)) for c in collectives(cfg, plan, B, T, dtype=dtype)]
-    exposed = [0.0] * len(timed)
-    for phase in ("forward", "backward", "optimizer"):
-        levels: dict = {}
-        for i, (c, t) in enumerate(timed):
-            if c.phase != phase:
-                continue
-            if c.overlappable and phase != "optimizer":
-                for lv, v in t.items():
-                    levels[lv] = levels.get(lv, 0.0) + v
-            else:
-                exposed[i] = sum(t.values())
-        if not levels:
-            continue
-        slowest = max(levels, key=levels.get)
-        over = max(0.0, levels[slowest] - compute.get(phase, 0.0))
-        for i, (c, t) in enumerate(timed):
-            if c.phase == phase and c.overlappable and phase != "optimizer":
-                exposed[i] = over * t.get(slowest, 0.0) / levels[slowest]
-    out = [CommTime(c, sum(t.values()), t,
-                    c.overlappable and c.phase != "optimizer" and e == 0.0, e)
-           for (c, t), e in zip(timed, exposed)]
-    mem = _memory.training_memory(cfg, plan, B, T, recipe=recipe,
-                                  flash_attention=flash_attention, dtype=dtype)
-    fits, _ = _memory.check_fit(mem, cluster.accelerator)
-    return StepTime(plan, compute, out, float(sum(exposed)), mem, bool(fits))
+    e = estimate(cfg, cluster, plan, B, T, dtype=dtype, calibration=_calibration(efficiency),
+                 flash_attention=flash_attention, recipe=recipe)
+    share = _phase_split(cfg, plan, B, T, flash_attention)
+    compute = {"forward": e.compute_time * share, "backward": e.compute_time * (1 - share)}
+    from .mesh import link_class
+
+    comms = []
+    for ce in e.comms:
+        phase = _PHASE.get(ce.axis, "optimizer" if "weight all-gather" in ce.name
+                           else "backward")
+        comm = Comm(ce.kind, ce.axis, ce.group_size, 0.0, 1, phase, ce.exposed < ce.time)
+        level = link_class(cluster, plan, "dp" if ce.axis == "ep" else ce.axis)
+        comms.append(CommTime(comm, ce.time, {level: ce.time}, ce.exposed <= 0.0, ce.exposed))
+    exposed = sum(c.exposed for c in comms)
+    return StepTime(plan, compute, comms, exposed, e.memory, e.fits,
+                    overhead=e.step_time - e.compute_time - exposed)
 
 
 def critical_tokens_per_device(cfg, cluster, plan: ParallelPlan, T, *, dtype="bf16",
-                               efficiency=1.0, flash_attention=True) -> float:
+                               efficiency=None, flash_attention=True) -> float:
     """Tokens per data-parallel rank (per device when tp = 1) per step above which compute hides
-    all overlappable communication.
+    the data-parallel communication, in the estimate's model.
 
-    With one micro-batch per step, DP/ZeRO/FSDP communication does not grow with the batch
-    while compute does, so each phase is compute-bound above
-    b* = (its slowest level's communication) / (its compute per token); the answer is the
-    largest b* over the phases. For plain DP in bf16 on a ring, backward compute 4Ψb/C against
-    an AllReduce of 2(n-1)/n · 2Ψ/W gives b* = (n-1)/n · C/W.
+    With one micro-batch per step the gradient reduction (time G) runs under the backward pass
+    (twice the forward's f per token), and ZeRO-3's gathers (time A each) under the forward and
+    the backward: none sticks out once tokens · 2f >= G and tokens · f >= A, so the answer is
+    max(G / 2f, A / f). For plain DP on a ring, G = 2(n-1)/n · 2Ψ/W against backward compute
+    4Ψ/C per token gives (n-1)/n · C/W with C and W the rates the calibration says kernels and
+    NCCL reach.
 
     >>> c = hardware.cluster("h100", 8)
     >>> b = critical_tokens_per_device("llama3-8b", c, ParallelPlan(dp=8), 4096)
-    >>> C_over_W = c.accelerator.peak_flops_per_s() / c.intra_node.bytes_per_s
-    >>> 0.8 < b / (7 / 8 * C_over_W) < 1.0  # attention FLOPs and the embedding move it a little
+    >>> from scaling_lib.parallelism.calibration import DEFAULT_CALIBRATION as cal
+    >>> C_over_W = (cal.gemm_efficiency * c.accelerator.peak_flops_per_s()
+    ...             / (cal.nvlink_efficiency * c.intra_node.bytes_per_s))
+    >>> 0.5 < b / (7 / 8 * C_over_W) < 1.5
     True
     """
     cfg = models.get(cfg)
     cluster = hardware.get_cluster(cluster)
     check_plan(plan)
-    _one(check_count, "T", T)
+    T = int(_one(check_count, "T", T))
     p = plan.with_changes(micro_batch=1)
     st = step_time(cfg, cluster, p, p.dp, T, dtype=dtype, efficiency=efficiency,
                    flash_attention=flash_attention)
-    worst = 0.0
-    for phase in ("forward", "backward"):
-        levels: dict = {}
-        for ct in st.comms:
-            if ct.comm.phase == phase and ct.comm.overlappable:
-                for lv, v in ct.levels.items():
-                    levels[lv] = levels.get(lv, 0.0) + v
-        if levels:
-            per_token = st.compute[phase] / T
-            worst = max(worst, max(levels.values()) / per_token)
-    return worst
+    f_tok = st.compute["forward"] / T  # one sequence per rank: forward seconds per token
+    grad = sum(c.time for c in st.comms if c.comm.axis == "dp" and c.comm.phase == "backward"
+               and "gather" not in c.comm.kind)
+    gathers = sum(c.time for c in st.comms if c.comm.kind == "all-gather"
+                  and c.comm.axis == "dp" and c.comm.phase == "backward") / 2
+    return max(grad / (2 * f_tok), gathers / f_tok, 0.0)

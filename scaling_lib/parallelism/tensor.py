@@ -9,7 +9,12 @@ with L layers, the embedding (vocabulary-parallel: one g) and the output layer (
     no SP:  AllReduce a·b·T·D, 2L + 1 times forward and 2L + 1 times backward
     SP:     each AllReduce becomes ReduceScatter + AllGather of the same V (same bytes), and
             the norm weights' gradients (replicated, fed by sequence shards) are summed:
-            AllReduce of a·(2L + 1)·D
+            AllReduce of a·(2L + 1)·D. Megatron-LM (its default) keeps only the sequence
+            shard of each column-parallel linear's input and all-gathers it again in the
+            backward pass for the weight gradient: one more AllGather of V per column-parallel
+            linear (2L + 1 per micro-batch), a third more tensor-parallel traffic, to save the
+            gathered activations' memory (``sp_regather=False``: the gathered input is kept,
+            as JAX's autodiff does in ``simulate``)
     loss:   vocabulary-parallel cross-entropy: 3 AllReduces of 4·b·T bytes (fp32: the largest
             logit, the sum of exponentials, the target logit)
 
@@ -46,8 +51,11 @@ from .comms import Comm, element_bytes
 from .plan import ParallelPlan, check_step_args
 
 
-def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
+def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16", sp_regather=True) -> list[Comm]:
     """Tensor (and sequence) parallelism's collectives in one step, per device.
+
+    With sequence parallelism and ``sp_regather`` (Megatron-LM's default) the backward pass
+    all-gathers each column-parallel linear's input again for its weight gradient.
 
     >>> from scaling_lib.models import TransformerConfig
     >>> c = TransformerConfig(L=2, D=32, F=64, N=4, K=2, H=8, V=64)
@@ -74,6 +82,8 @@ def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
                Comm("all-gather", "tp", t, act, n, "backward", False),
                Comm("all-reduce", "tp", t, a * (2 * layers + last) * _norm_params(c, c.D), m,
                     "backward", True)]
+        if sp_regather:  # the weight gradient's input, gathered again (overlaps the dgrad)
+            out.append(Comm("all-gather", "tp", t, act, n_back, "backward", True))
     else:
         out = [Comm("all-reduce", "tp", t, act, n, "forward", False),
                Comm("all-reduce", "tp", t, act, n_back, "backward", False)]

@@ -24,6 +24,11 @@ XLA:CPU rewrites to know about when comparing with a cost model (measured on jax
 - All-reduces over the same replica groups are combined into one tuple all-reduce (the
   cpu-all-reduce-combiner); their operand bytes add up.
 
+Where the simulated training step differs from the cost model on purpose or by XLA's doing
+(SP's backward re-gather, ring attention's kept K/V blocks, dropless MoE's padded buffers,
+FSDP's re-gather CSE, the pipeline's SPMD program), :mod:`.expected` names each difference and
+:func:`expected_collectives` applies them.
+
 See: Chapter "Networks and collectives", "Running collectives for real".
 """
 
@@ -44,9 +49,11 @@ from .hlo import (
     parse_replica_groups,
 )
 from .decode import DecodeResult, decode_step
+from .expected import DIFFERENCES, differences, expected_collectives
 from .step import StepResult, train_step
 
-__all__ = ["COLLECTIVE_OPCODES", "CPU_PROMOTED", "HLO_TYPE_BYTES", "Collective", "DecodeResult",
+__all__ = ["COLLECTIVE_OPCODES", "CPU_PROMOTED", "DIFFERENCES", "HLO_TYPE_BYTES", "Collective",
+           "DecodeResult", "differences", "expected_collectives",
            "StepResult", "decode_step",
            "collectives_in", "compiled_text", "cpu_collective_dtype", "emitted_totals",
            "full_array_bytes", "hlo_shape_bytes",

@@ -18,7 +18,8 @@ three functions, the plan's ``cp_variant``; each masks with the tokens' global p
   transposes of the ppermutes).
 - ``ulysses``: ``lax.all_to_all`` turns q, k, v from [my tokens, all my heads] into [all
   tokens, 1/cp of my key/value groups (with their query heads)], attention runs locally, and a
-  second all_to_all turns the output back; their transposes are all_to_alls too.
+  second all_to_all turns the output back; their transposes are all_to_alls too. With fewer
+  key/value heads than cp each is replicated cp/k times before the all_to_all.
 """
 
 from __future__ import annotations
@@ -96,8 +97,16 @@ def ring(jax, lax, jnp, q, k, v, H, axis, pos):
 
 
 def ulysses(jax, lax, jnp, q, k, v, H, axis, pos):
-    """DeepSpeed-Ulysses: all_to_all from sequence to heads, attend, all_to_all back."""
+    """DeepSpeed-Ulysses: all_to_all from sequence to heads, attend, all_to_all back. With fewer
+    key/value groups m than cp ranks, each is replicated r = cp/m times first (its g query
+    heads split r ways with it), so every rank gets one group."""
     q5, k4, v4 = _split(q, k, v, H)
+    cp, m = pos.shape[0], k4.shape[2]
+    if m < cp:  # replicate the kv heads (parallelism.context.ulysses_kv_heads)
+        r = cp // m
+        b, S, _, g, _ = q5.shape
+        q5 = q5.reshape(b, S, m * r, g // r, H)
+        k4, v4 = jnp.repeat(k4, r, axis=2), jnp.repeat(v4, r, axis=2)
 
     def to_heads(x):  # [b, S/cp, m, ...] -> [b, S, m/cp, ...]
         return lax.all_to_all(x, axis, split_axis=HEADS, concat_axis=SEQ, tiled=True)

@@ -34,7 +34,6 @@ class Question:
     solution: str = ""  # the worked answer's code (assigns `answer`, or the function body)
     unit: str = ""
     tol: str = ""      # ", rtol=..." as written in the check call
-    hint: str = ""
     worked: str = ""   # Markdown of the worked answer
     signature: str = ""  # for functions: "def f(a, b):"
     cases: str = ""    # for functions: literal cases
@@ -50,61 +49,56 @@ QUESTIONS: dict[str, list[Question]] = {
     "90_numbers": [
         _q("90.1", "Peak FLOP/s", "What is the dense bf16 peak of the chip below, in FLOP/s?",
            "peak_flops", _CH, "answer = hw.get(p.accelerator).peak_flops_per_s('bf16')", "FLOP/s",
-           hint="the dense figure, not the 'with sparsity' one; FLOP/s, not TFLOP/s",
            worked="Datasheets print a sparsity figure twice the dense one; training uses dense.",
            topic="Ch 2-3"),
         _q("90.2", "HBM capacity", "How many bytes of HBM does the chip below have?",
            "hbm_bytes", _CH, "answer = hw.get(p.accelerator).hbm_bytes", "bytes", ", rtol=0.01",
-           hint="GB (1e9) or GiB (2^30)? TPU v4's 32 GiB is 34.4 GB",
            worked="GPU datasheets give GB; TPU v4 gives 32 GiB. The two differ by 7.4%.",
            topic="Ch 2-3"),
         _q("90.3", "HBM bandwidth", "What is the chip's HBM bandwidth, in bytes/s?",
            "hbm_bytes_per_s", _CH, "answer = hw.get(p.accelerator).hbm_bytes_per_s", "bytes/s",
-           hint="bytes per second, not bits; TB/s is 1e12 bytes/s",
            worked="HBM bandwidth is quoted in bytes/s; network links are often in bits/s.",
            topic="Ch 1-3"),
         _q("90.4", "Scale-up link", "What is the chip's scale-up (NVLink or ICI) bandwidth, one way, "
            "all links together, in bytes/s?", "link_bytes_per_s", _CH,
            "answer = hw.get(p.accelerator).link_bytes_per_s", "bytes/s",
-           hint="NVIDIA's '900 GB/s' for H100 counts both directions",
            worked="Marketing figures for NVLink add both directions; a ring sends one way.",
            topic="Ch 2-4"),
         _q("90.5", "Bytes per parameter", "Training with Adam in the recipe below, how many bytes "
            "does each parameter cost (weights, gradients, optimizer state)?", "bytes_per_param",
            "recipe=['mixed', 'bf16', 'fp32']", "answer = mem.bytes_per_param(p.recipe).total",
-           "bytes", ", rtol=0", hint="mixed: bf16 weights and grads, fp32 master and two moments",
+           "bytes", ", rtol=0",
            worked="Mixed precision: 2 + 2 + (4 + 4 + 4) = 16; pure bf16 without a master copy: 8; "
            "fp32: 4 + 4 + 8 = 16.", topic="Ch 6"),
         _q("90.6", "Critical batch", "Above how many tokens per batch is a bf16 matmul with large "
            "D and F compute-bound on the chip below?", "critical_batch",
            "accelerator=['h100', 'a100-80gb', 'b200', 'tpu-v5e', 'tpu-v5p', 'tpu-v6e']",
            "answer = rl.critical_batch(p.accelerator, 'bf16')", "tokens",
-           hint="C / W_hbm with the dense peak", worked="B* = C / W_hbm (bf16: 2 bytes per value "
+           worked="B* = C / W_hbm (bf16: 2 bytes per value "
            "cancels the 2 FLOPs per multiply-add).", topic="Ch 1"),
         _q("90.7", "KV cache per token", "How many bytes of bf16 KV cache does one token take in "
            "the model below?", "kv_bytes_per_token", f"model={list(MODELS)!r}",
            "answer = tf.kv_cache_bytes(p.model, 1, 1, 'bf16')", "bytes",
-           hint="2 (K and V) · L · K kv heads · H · 2 bytes",
            worked="Grouped-query attention caches K (not N) heads per layer, for keys and values.",
            topic="Ch 8"),
         _q("90.8", "AllReduce time", "A ring AllReduce of the array below (GB = 1e9 bytes) over n "
            "devices whose links carry link_gbps GB/s one way: how many seconds (no latency)?",
            "all_reduce_time", "gbytes=[0.5, 1.0, 2.0, 4.0], n=(4, 64), link_gbps=[25.0, 50.0, 100.0, 450.0]",
            "answer = 2 * (p.n - 1) / p.n * p.gbytes * 1e9 / (p.link_gbps * 1e9)", "s",
-           hint="2(n-1)/n · V / W", worked="A ReduceScatter and an AllGather, each (n-1)/n · V / W.",
+           worked="A ReduceScatter and an AllGather, each (n-1)/n · V / W.",
            topic="Ch 4"),
         _q("90.9", "Write it: KV bytes per token", "Write the KV cache bytes per token of a model "
            "with L layers, K kv heads of dimension H and `bytes_per_value` bytes per value.",
            "kv_cache_reference", solution="return 2 * L * K * H * bytes_per_value",
            signature="def kv_bytes(L, K, H, bytes_per_value):",
            cases="[(32, 8, 128, 2), (80, 8, 128, 2), (40, 40, 128, 2), (126, 8, 128, 1)]",
-           hint="a key and a value per kv head per layer", topic="Ch 8"),
+           topic="Ch 8"),
         _q("90.10", "Write it: ring AllReduce", "Write the time of a ring AllReduce of `nbytes` "
            "over `n` devices with one-way link bandwidth `bytes_per_s` (no latency).",
            "ring_all_reduce_reference", solution="return 2 * (n - 1) / n * nbytes / bytes_per_s",
            signature="def ring_all_reduce(nbytes, n, bytes_per_s):",
            cases="[(1e9, 8, 450e9), (4e9, 64, 50e9), (1e6, 2, 1e9)]",
-           hint="two passes around the ring, each (n-1)/n of the array", topic="Ch 4"),
+           topic="Ch 4"),
     ],
     "91_interview_junior": [
         _q("91.1", "Matmul time", "How long does the bf16 matmul [B, D] x [D, F] take at the "
@@ -112,44 +106,43 @@ QUESTIONS: dict[str, list[Question]] = {
            "accelerator=['h100', 'a100-80gb', 'b200', 'tpu-v5e', 'tpu-v5p', 'tpu-v6e'], B=(256, "
            "8192), D=(1024, 16384), F=(1024, 65536)",
            "answer = 2 * p.B * p.D * p.F / hw.get(p.accelerator).peak_flops_per_s('bf16')", "s",
-           hint="2·B·D·F FLOPs over the dense peak", worked="As exercise 1.1.", topic="Ch 1"),
+           worked="As exercise 1.1.", topic="Ch 1"),
         _q("91.2", "Training FLOPs", "How many FLOPs does training a dense model of n_params "
            "parameters on n_tokens tokens take (the 6ND rule)?", "train_flops_6nd",
            "n_params=[1e9, 8e9, 70e9, 405e9], n_tokens=[1e12, 2e12, 15e12]",
            "answer = 6 * p.n_params * p.n_tokens", "FLOPs",
-           hint="2 FLOPs per parameter per token forward, 4 backward",
            worked="Forward 2N per token, backward 4N: 6ND.", topic="Ch 5"),
         _q("91.3", "Training memory", "Bytes of weights, gradients and Adam state in mixed "
            "precision for n_params parameters on one device (no sharding)?", "model_state_bytes",
            "n_params=[1e9, 3e9, 7e9, 13e9]", "answer = 16 * p.n_params", "bytes",
-           hint="16 bytes per parameter", worked="2 + 2 + 12 = 16 bytes per parameter.",
+           worked="2 + 2 + 12 = 16 bytes per parameter.",
            topic="Ch 6"),
         _q("91.4", "KV cache", "Bytes of bf16 KV cache for B sequences of S tokens of the model "
            "below?", "kv_cache_total", f"model={list(MODELS)!r}, B=(1, 64), S=(1024, 32768)",
            "answer = tf.kv_cache_bytes(p.model, p.B, p.S, 'bf16')", "bytes",
-           hint="per-token bytes times B·S", worked="2·L·K·H·2 bytes per token, times B·S.",
+           worked="2·L·K·H·2 bytes per token, times B·S.",
            topic="Ch 8"),
         _q("91.5", "Weight read time", "A decode step reads every bf16 weight once. How long does "
            "that take for the model below split over n chips (seconds)?", "weight_read_time",
            "model=['llama3-8b', 'llama3-70b', 'llama3-405b'], accelerator=['h100', 'h200', "
            "'b200', 'tpu-v5p'], n=(1, 16)",
            "answer = 2 * tf.n_params(p.model) / (p.n * hw.get(p.accelerator).hbm_bytes_per_s)", "s",
-           hint="2 bytes per parameter over n·W_hbm", worked="N·2 bytes / (n · W_hbm).",
+           worked="N·2 bytes / (n · W_hbm).",
            topic="Ch 8"),
         _q("91.6", "Pipeline bubble", "With pp stages and m micro-batches in 1F1B, what share of "
            "the step is idle (a fraction)?", "bubble", "pp=(2, 32), m=(4, 16)",
-           "answer = (p.pp - 1) / (p.m + p.pp - 1)", "", ", rtol=1e-4", hint="(p-1)/(m+p-1) of the step",
+           "answer = (p.pp - 1) / (p.m + p.pp - 1)", "", ", rtol=1e-4",
            worked="p-1 ramp and drain slots in m+p-1; Megatron's (p-1)/m measures against compute.",
            topic="Parallelism"),
         _q("91.7", "Write it: matmul FLOPs", "Write the FLOPs of [B, D] x [D, F].",
            "matmul_flops_reference", solution="return 2 * B * D * F",
            signature="def matmul_flops(B, D, F):",
            cases="[(1, 2, 3), (4096, 8192, 28672), (8, 16, 32)]",
-           hint="a multiply and an add per term", topic="Ch 1"),
+           topic="Ch 1"),
         _q("91.8", "Write it: 6ND", "Write the training FLOPs of n_params parameters on n_tokens "
            "tokens.", "six_nd_reference", solution="return 6 * n_params * n_tokens",
            signature="def train_flops(n_params, n_tokens):",
-           cases="[(8e9, 15e12), (70e9, 2e12), (1e6, 1e6)]", hint="6ND", topic="Ch 5"),
+           cases="[(8e9, 15e12), (70e9, 2e12), (1e6, 1e6)]", topic="Ch 5"),
     ],
     "92_interview_mid": [
         _q("92.1", "MFU", "Llama 3 70B trains on n chips of the kind below at tokens_per_chip "
@@ -159,7 +152,6 @@ QUESTIONS: dict[str, list[Question]] = {
            "model=['llama3-70b'], accelerator=['h100', 'h200'], n=(64, 1024), "
            "tokens_per_chip=(500.0, 1150.0)",
            "answer = tf.mfu(p.model, p.tokens_per_chip * p.n, p.n, p.accelerator, 4096)", "",
-           hint="model FLOPs per token (6N plus attention) times tokens/s over n·C",
            worked="MFU = FLOPs per token · tokens/s / (n · dense peak).", topic="Ch 7"),
         _q("92.2", "Training days", "How many days does training n_params parameters on n_tokens "
            "tokens take on n chips at the MFU below (6ND)?", "train_days",
@@ -167,34 +159,30 @@ QUESTIONS: dict[str, list[Question]] = {
            "n=[1024, 4096, 16384], mfu=[0.3, 0.4, 0.5]",
            "answer = 6 * p.n_params * p.n_tokens / (p.n * "
            "hw.get(p.accelerator).peak_flops_per_s('bf16') * p.mfu) / 86400",
-           "days", hint="6ND / (n · C · MFU), then seconds to days",
-           worked="t = 6ND / (n · C · MFU): the dense peak, and the MFU you can defend.",
+           "days", worked="t = 6ND / (n · C · MFU): the dense peak, and the MFU you can defend.",
            topic="Ch 7"),
         _q("92.3", "ZeRO", "Model-state bytes per device for n_params parameters, mixed precision "
            "Adam, data parallelism over dp ranks with ZeRO stage zero?", "zero_bytes",
            "n_params=[7e9, 13e9, 70e9], dp=(8, 512), zero=[1, 2, 3]",
            "answer = mem.model_state_bytes(p.n_params, p.dp, p.zero).total", "bytes",
-           hint="stage 1 shards the optimizer, 2 also gradients, 3 also weights",
            worked="(2 + 2 + 12)Ψ with the sharded parts divided by dp.", topic="Ch 6"),
         _q("92.4", "Gradient AllReduce", "Data parallelism over dp GPUs: how long does the ring "
            "AllReduce of n_params bf16 gradients take at link_gbps GB/s one way (seconds)?",
            "grad_all_reduce_time", "n_params=[1e9, 8e9, 70e9], dp=(8, 1024), link_gbps=[50.0, 450.0]",
            "answer = 2 * (p.dp - 1) / p.dp * 2 * p.n_params / (p.link_gbps * 1e9)", "s",
-           hint="2(n-1)/n · 2 bytes · N / W", worked="The DP bottleneck: it grows with N, not "
+           worked="The DP bottleneck: it grows with N, not "
            "with the batch; it overlaps with the backward pass.", topic="Parallelism"),
         _q("92.5", "Decode step", "Roofline lower bound of one decode step (seconds) of the model "
            "below, batch B, context S, split over n chips?", "decode_step",
            "model=['llama3-8b', 'llama3-70b'], B=(1, 256), S=(1024, 16384), accelerator=['h100', "
            "'h200'], n=[1, 2, 4, 8]",
            "answer = inf.decode_step_time(p.model, p.B, p.S, p.accelerator, p.n)", "s",
-           hint="max(FLOPs / n·C, (weights + KV) bytes / n·W_hbm)",
            worked="Small batches are memory-bound: the weights and the KV cache dominate.",
            topic="Ch 8"),
         _q("92.6", "KV capacity", "How many tokens of bf16 KV cache fit beside the model's bf16 "
            "weights on n chips?", "cached_tokens",
            "model=['llama3-8b', 'llama3-70b'], accelerator=['h100', 'h200'], n=[2, 4, 8]",
            "answer = inf.max_cached_tokens(p.model, p.accelerator, p.n)", "tokens",
-           hint="(n·HBM - weights) / KV bytes per token",
            worked="What is left after the weights, over the per-token KV bytes.", topic="Ch 8"),
         _q("92.7", "Write it: ZeRO", "Write the model-state bytes per device (mixed precision "
            "Adam, 16 bytes/param) for ZeRO stage `zero` over `dp` ranks.", "zero_reference",
@@ -203,11 +191,11 @@ QUESTIONS: dict[str, list[Question]] = {
            ">= 1 else o)",
            signature="def zero_bytes(n_params, dp, zero):",
            cases="[(7e9, 8, 0), (7e9, 8, 1), (7e9, 64, 2), (70e9, 512, 3)]",
-           hint="optimizer (12), gradients (2), weights (2) sharded by stage", topic="Ch 6"),
+           topic="Ch 6"),
         _q("92.8", "Write it: bubble", "Write the idle share of a 1F1B step with pp stages and m "
            "micro-batches.", "bubble_reference", solution="return (pp - 1) / (m + pp - 1)",
            signature="def bubble(pp, m):", cases="[(4, 4), (8, 32), (16, 128), (1, 8)]",
-           hint="(p-1)/(m+p-1)", topic="Parallelism"),
+           topic="Parallelism"),
     ],
     "93_interview_senior": [
         _q("93.1", "Chips to serve", "Fewest chips whose HBM holds the model's bf16 weights plus "
@@ -216,7 +204,7 @@ QUESTIONS: dict[str, list[Question]] = {
            "'tpu-v5p'], B=(1, 64), S=(2048, 32768)",
            "answer = math.ceil((inf.weight_bytes_read(p.model) + tf.kv_cache_bytes(p.model, p.B, "
            "p.S)) / hw.get(p.accelerator).hbm_bytes)",
-           "chips", ", rtol=0", hint="round up (weights + KV) / HBM per chip",
+           "chips", ", rtol=0",
            worked="Then round up to a shape the parallelism allows (a power of two for TP).",
            topic="Ch 8"),
         _q("93.2", "Serving throughput", "Roofline output tokens/s of an n-chip server decoding "
@@ -224,7 +212,7 @@ QUESTIONS: dict[str, list[Question]] = {
            "model=['llama3-70b'], accelerator=['h100', 'h200'], n=[4, 8], B=(1, 256), S=(2048, "
            "16384)",
            "answer = p.B / inf.decode_step_time(p.model, p.B, p.S, p.accelerator, p.n)", "tokens/s",
-           hint="B tokens per decode step", worked="B / step time; the step is memory-bound until "
+           worked="B / step time; the step is memory-bound until "
            "B approaches the critical batch.", topic="Ch 8"),
         _q("93.3", "Hierarchical AllReduce", "AllReduce of gbytes GB over n H100s in nodes of 8 "
            "(NVLink inside, the default NIC per GPU of hw.cluster outside): seconds, with the "
@@ -233,19 +221,17 @@ QUESTIONS: dict[str, list[Question]] = {
            "gbytes=[1.0, 4.0, 16.0], n=[16, 64, 256, 1024]",
            "answer = co.hierarchical_time('all-reduce', p.gbytes * 1e9, hw.cluster('h100', p.n), "
            "p.n).total",
-           "s", hint="ReduceScatter in the node, AllReduce across nodes on 1/8 of the data, "
-           "AllGather in the node", worked="The inter-node phase dominates: 50 GB/s per GPU "
+           "s", worked="The inter-node phase dominates: 50 GB/s per GPU "
            "against 450 GB/s of NVLink.", topic="Ch 4"),
         _q("93.4", "MFU ceiling of a pipeline", "A plan reaches MFU mfu without pipelining. With "
            "pp stages, m micro-batches and v virtual stages (interleaved 1F1B), what is its MFU "
            "ceiling?", "pp_mfu_ceiling", "mfu=[0.4, 0.5, 0.6], pp=(2, 16), m=(4, 16), v=[1, 2, 4]",
            "answer = p.mfu * (1 - (p.pp - 1) / (p.v * p.m + p.pp - 1))", "", ", rtol=1e-4",
-           hint="1 - (p-1)/(v·m + p-1) of the step does work",
            worked="Interleaving divides the bubble by v, at the cost of v times more sends.",
            topic="Parallelism"),
         _q("93.5", "Throughput target", "What cluster tokens/s trains on n_tokens tokens in the "
            "days below?", "tokens_per_s_needed", "n_tokens=[2e12, 15e12], days=[30, 60, 90]",
-           "answer = p.n_tokens / (p.days * 86400)", "tokens/s", hint="tokens over seconds",
+           "answer = p.n_tokens / (p.days * 86400)", "tokens/s",
            worked="Tokens over seconds; then divide by the tokens/s one chip sustains to size "
            "the cluster.", topic="Ch 7"),
         _q("93.6", "Cluster size", "How many chips at MFU mfu train n_params parameters on "
@@ -254,20 +240,19 @@ QUESTIONS: dict[str, list[Question]] = {
            "0.45], days=[30, 90]",
            "answer = 6 * p.n_params * p.n_tokens / "
            "(hw.get(p.accelerator).peak_flops_per_s('bf16') * p.mfu * p.days * 86400)",
-           "chips", hint="6ND / (C · MFU · seconds)",
-           worked="Dense peak only; a real plan rounds up to the parallelism's shape.",
+           "chips", worked="Dense peak only; a real plan rounds up to the parallelism's shape.",
            topic="Ch 7"),
         _q("93.7", "Write it: decode step", "Write the roofline decode-step time of a bf16 model of "
            "n_params parameters at batch B (KV cache left out).", "decode_step_reference",
            solution="return max(2 * n_params * B / flops_per_s, 2 * n_params / bytes_per_s)",
            signature="def decode_step(n_params, B, bytes_per_s, flops_per_s):",
            cases="[(70e9, 1, 3.35e12, 989.4e12), (8e9, 512, 3.35e12, 989.4e12), (405e9, 64, 4.8e12, 989.4e12)]",
-           hint="max of compute (2NB FLOPs) and weight reads (2N bytes)", topic="Ch 8"),
+           topic="Ch 8"),
         _q("93.8", "Write it: MFU", "Write the MFU (6N FLOPs per token) of a model of n_params "
            "parameters at tokens_per_s on n_devices chips of peak flops_per_s.", "mfu_reference",
            solution="return 6 * n_params * tokens_per_s / (n_devices * flops_per_s)",
            signature="def mfu(n_params, tokens_per_s, n_devices, flops_per_s):",
            cases="[(70e9, 1e6, 1024, 989.4e12), (8e9, 5e5, 64, 312e12)]",
-           hint="model FLOPs per second over the cluster's dense peak", topic="Ch 7"),
+           topic="Ch 7"),
     ],
 }

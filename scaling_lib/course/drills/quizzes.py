@@ -21,6 +21,7 @@ def quiz(seed: int, level: str = "90_numbers", n: int = 5) -> list[dict]:
     True
     """
     from ..grading import draw
+    from ..grading.tables import mistake
     from ..keys import drills as key
 
     if level not in QUESTIONS:
@@ -31,7 +32,8 @@ def quiz(seed: int, level: str = "90_numbers", n: int = 5) -> list[dict]:
     for q in [bank[i] for i in rng.permutation(len(bank))[:n]]:
         p = eval(f"draw(seed, {q.name!r}, {q.draw})", {"draw": draw, "seed": seed})
         right = getattr(key, q.key)(p)
-        options = [right] + [fn(p) for fn in key.WRONG_METHODS_ALL[q.name].values()]
+        options = [right] + [mistake(label, v).fn(p)
+                             for label, v in key.WRONG_METHODS_ALL[q.name].items()]
         options = list(dict.fromkeys(float(o) for o in options))
         order = rng.permutation(len(options))
         shuffled = [options[i] for i in order]

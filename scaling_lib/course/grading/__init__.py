@@ -9,10 +9,18 @@ Verdict lines start with a fixed marker so a grading tool can read a folder of n
 
     PASS  ·  NOT SOLVED YET  ·  FAIL
 
-A wrong number is answered with its direction and rough size, never with the expected value:
-"about 2x too large", "about 8x too small: bits vs bytes?", "off by ~1.07, too large: GB vs GiB?",
-"close, but outside the tolerance: about 3% too small". Factors that betray a common slip (unit
-prefixes, binary vs decimal units, one-way vs both ways, a percentage for a fraction) are named.
+A wrong answer that matches one of the exercise's listed mistakes (its answer key's
+``WRONG_METHODS``, within the exercise's tolerance) is named in the student's words ("that is the
+forward pass only: the backward pass does twice its work"). Any other wrong number is answered
+with its direction and rough size, never with the expected value: "about 2x too large", "about
+8x too small: bits vs bytes?", "close, but outside the tolerance: about 3% too small"; a factor's
+usual slip (unit prefixes, binary vs decimal units, bits vs bytes) is named only where the
+exercise's unit allows it.
+
+Hints live in the answer key (``HINTS``), not in the cell: none before a try, the first (a nudge)
+after the first FAIL, the second (the method) after a later one. The hints a student saw are
+written in the output (``hint k of n:`` lines, ``[hints seen: k]`` after a PASS), which
+:func:`hints_seen_in` reads back for a grading tool.
 
 Each exercise sets its own tolerance with ``check(..., rtol=, atol=)``; the default is 2%
 relative. :func:`assess` is the comparison itself (a verdict and its message, printed by
@@ -35,14 +43,18 @@ One concept per module:
 - :mod:`.functions` and :mod:`.timelimit`: :func:`check_function` (a function), each case under
   a time limit;
 - :mod:`.parametric`: :func:`draw` and :class:`Params`;
+- :mod:`.tables`: what the answer keys list per exercise (mistakes, hints, synonyms);
+- :mod:`.session`: what one kernel remembers (the draws, the tries and hints shown);
 - :mod:`.magic`: the ``%%graded`` cell magic and :func:`load_ipython_extension`.
 
 See: "How to use this book", section "Exercises".
 """
 
-from .checks import assess, check
+from .checks import assess, check, named_mistake, named_mistakes
 from .feedback import DEFAULT_RTOL, FAIL, NOT_SOLVED, PASS, _fmt
 from .functions import check_function
 from .magic import load_ipython_extension, run_graded
 from .parametric import Params, draw
+from .session import hints_seen, hints_seen_in
+from .tables import Mistake, Tables, tables
 from .timelimit import CASE_TIME_LIMIT

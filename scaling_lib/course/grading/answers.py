@@ -1,7 +1,10 @@
 """What counts as an answer, and whether it is close enough to the expected one.
 
 Numbers (int, float, numpy numbers and arrays, lists of numbers, Fraction, Decimal, JAX arrays)
-are compared as floats within a tolerance; booleans and strings must match exactly. Text,
+are compared as floats within a tolerance. Yes/no and named answers ignore case and surrounding
+spaces: a yes/no exercise takes True/False or the words ("Yes", " no "), and a named answer takes
+the spellings its key lists in ``SYNONYMS``. Arrays that differ are summarised (shape, how many
+values differ, the first index and its value), never printed whole. Text,
 booleans, complex numbers, dates and values too large for a float are refused (``_Rejected``)
 with a message saying what was expected instead, never with a traceback.
 """
@@ -86,20 +89,67 @@ def _as_floats(x) -> np.ndarray:
     return np.asarray(_scalar(x))
 
 
-def _compare(answer, expected, rtol: float, atol: float, unit: str = "") -> tuple[bool, str]:
-    """(ok, reason): reason is empty for an answer in tolerance, else the feedback."""
-    if isinstance(expected, (str, bool, np.bool_)):
-        if isinstance(expected, (bool, np.bool_)):
-            if not isinstance(answer, (bool, np.bool_)):
-                return False, (f"expected True or False, got {type(answer).__name__} "
-                               f"{_short(answer)}")
+_YES = ("yes", "y", "true")
+_NO = ("no", "n", "false")
+
+
+def _words(x: str) -> str:
+    """Text as compared: case folded, surrounding and repeated spaces removed."""
+    return " ".join(str(x).split()).casefold()
+
+
+def _text_matches(answer: str, expected: str, synonyms=None) -> bool:
+    """``answer`` names ``expected``: case and spaces ignored, yes/no spellings and the
+    exercise's listed synonyms (``{answer: (spelling, ...)}``) accepted."""
+    got, want = _words(answer), _words(expected)
+    accepted = {want}
+    for spellings in (_YES, _NO):
+        if want in spellings:
+            accepted.update(spellings)
+    for canonical, others in (synonyms or {}).items():
+        if _words(canonical) == want:
+            accepted.update(_words(o) for o in ((others,) if isinstance(others, str) else others))
+    return got in accepted
+
+
+def _compare_named(answer, expected, synonyms=None) -> tuple[bool, str]:
+    """Yes/no (a boolean or the words) and named answers (text)."""
+    if isinstance(expected, (bool, np.bool_)):
+        if isinstance(answer, str) and _words(answer) in _YES + _NO:
+            ok = (_words(answer) in _YES) == bool(expected)
+        elif isinstance(answer, (bool, np.bool_)):
             ok = bool(answer) == bool(expected)
         else:
-            if not isinstance(answer, str):
-                return False, (f"expected text (a string), got {type(answer).__name__} "
-                               f"{_short(answer)}")
-            ok = answer == expected
-        return ok, "" if ok else f"got {answer!r}, which is not the right answer"
+            return False, (f"expected True or False (or yes/no), got {type(answer).__name__} "
+                           f"{_short(answer)}")
+    else:
+        if isinstance(answer, (bool, np.bool_)) and _words(expected) in _YES + _NO:
+            ok = bool(answer) == (_words(expected) in _YES)
+        elif not isinstance(answer, str):
+            return False, (f"expected text (a string), got {type(answer).__name__} "
+                           f"{_short(answer)}")
+        else:
+            ok = _text_matches(answer, expected, synonyms)
+    return ok, "" if ok else f"got {_short(answer)}, which is not the right answer"
+
+
+def _array_miss(got: np.ndarray, want: np.ndarray, close: np.ndarray, rtol: float,
+                atol: float, unit: str = "") -> str:
+    """How two arrays of one shape differ, summarised: how many values, the first index, its
+    value and how it misses (the expected values are not shown)."""
+    bad = np.argwhere(~close)
+    first = tuple(int(i) for i in bad[0])
+    where = first[0] if len(first) == 1 else first
+    how = _miss(float(got[first]), float(want[first]), rtol, atol, unit)
+    return (f"{len(bad)} of {want.size} values differ; the first, at index {where}, "
+            f"is {_fmt(float(got[first]))}, {how}")
+
+
+def _compare(answer, expected, rtol: float, atol: float, unit: str = "",
+             synonyms=None) -> tuple[bool, str]:
+    """(ok, reason): reason is empty for an answer in tolerance, else the feedback."""
+    if isinstance(expected, (str, bool, np.bool_)):
+        return _compare_named(answer, expected, synonyms)
     try:
         want = _as_floats(expected)
     except _Rejected as exc:
@@ -116,13 +166,23 @@ def _compare(answer, expected, rtol: float, atol: float, unit: str = "") -> tupl
     close = np.isclose(got, want, rtol=rtol, atol=atol) | (got == want)
     if bool(np.all(close)):
         return True, ""
-    plain = isinstance(answer, (numbers.Real, np.ndarray)) and not isinstance(answer, Fraction)
-    shown = f"got {_fmt(answer if plain else got[()])}{' ' + unit if unit else ''}, "
+    u = " " + unit if unit else ""
     if want.ndim == 0:
-        return False, shown + _miss(float(got), float(want), rtol, atol)
-    bad = np.argwhere(~close)
-    first = tuple(int(i) for i in bad[0])
-    how = _miss(float(got[first]), float(want[first]), rtol, atol)
-    where = first[0] if len(first) == 1 else first
-    return False, (f"{shown}{len(bad)} of {want.size} values are off; the first, at index "
-                   f"{where}, is {how}")
+        plain = isinstance(answer, (numbers.Real, np.ndarray)) and not isinstance(answer, Fraction)
+        return False, f"got {_fmt(answer if plain else got[()])}{u}, " + _miss(
+            float(got), float(want), rtol, atol, unit)
+    return False, (f"got an array of shape {got.shape}{u}: "
+                   + _array_miss(got, want, close, rtol, atol, unit))
+
+
+def _distance(answer, value) -> float:
+    """The largest relative difference between two answers of one shape (inf if not numbers)."""
+    try:
+        a, b = _as_floats(answer), _as_floats(value)
+    except _Rejected:
+        return math.inf
+    if a.shape != b.shape:
+        return math.inf
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = np.abs(a - b) / np.maximum(np.abs(b), 1e-300)
+    return float(np.max(d)) if d.size else 0.0

@@ -16,6 +16,7 @@ See: "How to use this book", section "Exercises".
 from __future__ import annotations
 
 import math
+import re
 from decimal import Decimal
 from fractions import Fraction
 
@@ -53,10 +54,22 @@ def _fmt(x) -> str:
         return repr(x)
 
 
-def _emit(verdict: str, name: str, message: str, hint: str = "") -> None:
+def _emit(verdict: str, name: str, message: str, hint: str = "", *, hints=None) -> None:
+    """Print one verdict line. A FAIL of a checker call (``hints`` given, possibly empty) counts a
+    try and shows the hint it earns (the first FAIL the first hint, a later one the second); a
+    PASS says how many hints were seen; NOT SOLVED YET shows none. ``hint`` alone (an old-style
+    ``check(..., hint=)``) is shown after a FAIL as the only hint."""
+    from . import session
+
     line = f"{verdict}: {name}: {message}"
-    if hint and verdict != PASS:
-        line += f"\n    hint: {hint}"
+    if hints is None and hint:
+        hints = (hint,)
+    if verdict == FAIL and hints is not None:
+        earned = session.next_hint(name, tuple(hints))
+        if earned:
+            line += "\n" + session.hint_line(earned[0], len(hints), earned[1])
+    elif verdict == PASS:
+        line += session.seen_mark(name)
     print(line)
 
 
@@ -65,43 +78,70 @@ def _short(x) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-# (factor, how to say it, cause when the answer is too large, cause when it is too small). A
-# ratio near a named factor gets its cause: within 1% (in log space) for the big factors, 0.1% for
-# the binary-vs-decimal ones, which sit close to near misses (kB vs KiB, 1.024, is left out: it
-# cannot be told from a near miss at the usual 2% tolerance).
+# (factor, how to say it, cause when the answer is too large, cause when it is too small, the
+# kinds of unit the cause can occur in). A ratio near a named factor gets its cause only when the
+# exercise's unit makes that slip possible (bits vs bytes needs bytes; 6 vs 2 FLOPs per parameter
+# needs FLOPs); otherwise only the size of the miss is said. Within 1% (in log space) for the big
+# factors, 0.1% for the binary-vs-decimal ones, which sit close to near misses (kB vs KiB, 1.024,
+# is left out: it cannot be told from a near miss at the usual 2% tolerance).
 _TWO = "one-way vs both ways, or bytes per value (2 vs 4, 8 vs 16)?"
+_BYTES, _TIME, _RATE, _FLOPS, _PLAIN, _ANY = "bytes", "time", "rate", "flops", "plain", "any"
 _NAMED = [
-    (2**20 / 1e6, "off by ~1.05, {}", "MB vs MiB?", "MB vs MiB?"),
-    (2**30 / 1e9, "off by ~1.07, {}", "GB vs GiB?", "GB vs GiB?"),
-    (2**40 / 1e12, "off by ~1.10, {}", "TB vs TiB?", "TB vs TiB?"),
-    (2, "about 2x {}", _TWO, _TWO),
+    (2**20 / 1e6, "off by ~1.05, {}", "MB vs MiB?", "MB vs MiB?", {_BYTES}),
+    (2**30 / 1e9, "off by ~1.07, {}", "GB vs GiB?", "GB vs GiB?", {_BYTES}),
+    (2**40 / 1e12, "off by ~1.10, {}", "TB vs TiB?", "TB vs TiB?", {_BYTES}),
+    (2, "about 2x {}", _TWO, _TWO, {_BYTES, _RATE}),
     (3, "about 3x {}", "6 vs 2 FLOPs per parameter (backward included)?",
-     "2 vs 6 FLOPs per parameter (forward only)?"),
-    (8, "about 8x {}", "bits vs bytes?", "bits vs bytes?"),
-    (24, "about 24x {}", "hours vs days?", "hours vs days?"),
+     "2 vs 6 FLOPs per parameter (forward only)?", {_FLOPS}),
+    (8, "about 8x {}", "bits vs bytes?", "bits vs bytes?", {_BYTES, _RATE}),
+    (24, "about 24x {}", "hours vs days?", "hours vs days?", {_TIME}),
     (60, "about 60x {}", "seconds vs minutes, or minutes vs hours?",
-     "seconds vs minutes, or minutes vs hours?"),
-    (100, "100x {}", "a percentage instead of a fraction?", "a fraction instead of a percentage?"),
+     "seconds vs minutes, or minutes vs hours?", {_TIME}),
+    (100, "100x {}", "a percentage instead of a fraction?", "a fraction instead of a percentage?",
+     {_PLAIN}),
     (1000, "1000x {}", "a unit prefix: ms vs s, or MB vs GB?",
-     "a unit prefix: ms vs s, or MB vs GB?"),
-    (1024, "1024x {}", "KiB vs bytes, or MiB vs GiB?", "KiB vs bytes, or MiB vs GiB?"),
-    (3600, "about 3600x {}", "seconds vs hours?", "seconds vs hours?"),
-    (86400, "about 86,400x {}", "seconds vs days?", "seconds vs days?"),
+     "a unit prefix: ms vs s, or MB vs GB?", {_ANY}),
+    (1024, "1024x {}", "KiB vs bytes, or MiB vs GiB?", "KiB vs bytes, or MiB vs GiB?", {_BYTES}),
+    (3600, "about 3600x {}", "seconds vs hours?", "seconds vs hours?", {_TIME}),
+    (86400, "about 86,400x {}", "seconds vs days?", "seconds vs days?", {_TIME}),
     (1e6, "1e6x {}", "two unit prefixes: µs vs s, or MB vs TB?",
-     "two unit prefixes: µs vs s, or MB vs TB?"),
-    (2**20, "2^20x {}", "MiB vs bytes?", "MiB vs bytes?"),
-    (1e9, "1e9x {}", "GB vs bytes, or ns vs s?", "GB vs bytes, or ns vs s?"),
-    (2**30, "2^30x {}", "GiB vs bytes?", "GiB vs bytes?"),
+     "two unit prefixes: µs vs s, or MB vs TB?", {_ANY}),
+    (2**20, "2^20x {}", "MiB vs bytes?", "MiB vs bytes?", {_BYTES}),
+    (1e9, "1e9x {}", "GB vs bytes, or ns vs s?", "GB vs bytes, or ns vs s?", {_ANY}),
+    (2**30, "2^30x {}", "GiB vs bytes?", "GiB vs bytes?", {_BYTES}),
     (1e12, "1e12x {}", "TFLOP/s vs FLOP/s, or TB vs bytes?",
-     "TFLOP/s vs FLOP/s, or TB vs bytes?"),
+     "TFLOP/s vs FLOP/s, or TB vs bytes?", {_FLOPS, _BYTES}),
 ]
+_TIME_UNITS = {"s", "ms", "µs", "us", "ns", "second", "seconds", "min", "minute", "minutes", "h",
+               "hour", "hours", "day", "days", "s/step", "gpu-hours", "gpu-days"}
 
 
-def _named_factor(f: float):
-    """The named slip whose factor is near ``f`` >= 1 (see ``_NAMED``), if any."""
+def _unit_kinds(unit: str) -> set:
+    """The kinds of slip an answer in ``unit`` can show (see ``_NAMED``)."""
+    u = unit.strip()
+    low = u.lower()
+    if not u or u in ("%", "fraction", "x", "×"):
+        return {_PLAIN}
+    kinds = {_ANY}
+    if "flop" in low:
+        kinds.add(_FLOPS)
+    if "byte" in low or re.search(r"(^|[^a-z])[kmgtp]?i?b(/s)?$", low) or "b/s" in low:
+        kinds.add(_BYTES)
+    if "/s" in low or "per s" in low:
+        kinds.add(_RATE)
+    if low in _TIME_UNITS or low.endswith(" s") or low.startswith("s "):
+        kinds.add(_TIME)
+    return kinds
+
+
+def _named_factor(f: float, unit: str = "bytes"):
+    """The named slip whose factor is near ``f`` >= 1 (see ``_NAMED``), if any, and possible in
+    an answer in ``unit``."""
     best = min(_NAMED, key=lambda n: abs(math.log(f / n[0])))
     window = 0.001 if best[0] < 1.2 else 0.01
-    return best if abs(math.log(f / best[0])) <= window else None
+    if abs(math.log(f / best[0])) > window:
+        return None
+    return best if best[4] & _unit_kinds(unit) else best[:2] + ("", "", set())
 
 
 def _pct(x: float) -> str:
@@ -111,15 +151,16 @@ def _pct(x: float) -> str:
     return f"{math.ceil(p / step - 1e-9) * step:.10g}%"
 
 
-def _factor_phrase(r: float, rtol: float, atol: float) -> str:
-    """How a positive ratio answer/expected (outside tolerance) reads: direction and rough size."""
+def _factor_phrase(r: float, rtol: float, atol: float, unit: str = "") -> str:
+    """How a positive ratio answer/expected (outside tolerance) reads: direction and rough size,
+    and the usual slip of that factor where the unit allows it."""
     big = r > 1
     f = r if big else 1 / r
     word = "too large" if big else "too small"
-    named = _named_factor(f)
-    if named:
+    named = _named_factor(f, unit)
+    if named:  # a named factor; its cause only where this exercise's unit can have it
         cause = named[2] if big else named[3]
-        return f"{named[1].format(word)}: {cause}"
+        return f"{named[1].format(word)}: {cause}" if cause else named[1].format(word)
     off = abs(r - 1)
     if f < 1.1:
         tol = _tol(rtol, atol)
@@ -135,7 +176,7 @@ def _factor_phrase(r: float, rtol: float, atol: float) -> str:
     return f"about 10^{round(math.log10(f))} times {word}"
 
 
-def _miss(got: float, want: float, rtol: float, atol: float) -> str:
+def _miss(got: float, want: float, rtol: float, atol: float, unit: str = "") -> str:
     """Why ``got`` is not close to ``want``, without revealing ``want``."""
     if math.isnan(got):
         return "the answer is NaN (a 0/0 or inf - inf somewhere?)"
@@ -149,8 +190,8 @@ def _miss(got: float, want: float, rtol: float, atol: float) -> str:
         r = abs(got / want)
         if abs(r - 1) <= rtol:
             return "the sign is wrong (the size is right)"
-        return "the sign is wrong, and the size is " + _factor_phrase(r, rtol, atol)
-    return _factor_phrase(got / want, rtol, atol)
+        return "the sign is wrong, and the size is " + _factor_phrase(r, rtol, atol, unit)
+    return _factor_phrase(got / want, rtol, atol, unit)
 
 
 def _tol(rtol: float, atol: float) -> str:

@@ -86,4 +86,8 @@ def draw(seed: int, exercise: str, **spec) -> Params:
         else:
             raise ValueError(f"{key}={rule!r}: give a list of choices, a (low, high) pair "
                              "or a range")
-    return Params(out)
+    params = Params(out)
+    from . import session
+
+    session.record_draw(exercise, params)  # so a FAIL can compute the listed mistakes' answers
+    return params

@@ -91,3 +91,57 @@ WRONG_METHODS = {
                  p.step_s, p.tokens_t * 1e12, 2048, 8192, 16384).days * p.goodput},
     "19.9": {"GPU-days, not GPU-hours": lambda p: run_gpu_hours(p) / 24},
 }
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '19.1': ('Mean time between failures: time over failures.',
+             'the observed time over the number of interruptions, in hours'),
+    '19.2': ('n parts, each failing independently.',
+             'n independent parts fail n times as often'),
+    '19.3': ('What must a checkpoint save to resume training?',
+             'the master weights and both optimizer moments; gradients are not saved'),
+    '19.4': ('Checkpointing costs time; failing loses work since the last checkpoint.',
+             'write the waste per unit time as a function of the interval and minimise it'),
+    '19.5': ('Three things waste time: saving, lost work and restarts.',
+             'add the share of time each takes for this interval and failure rate; goodput is '
+             'what is left'),
+    '19.6': ('Minimise the waste of checkpointing plus the work lost per failure.',
+             'differentiate the waste per unit time with respect to the interval and set it to '
+             'zero'),
+    '19.7': ('Add the wastes; a run cannot be less than nothing.',
+             'goodput is one minus the wastes, and 0 when they exceed the time'),
+    '19.8': ('Only a share of the wall-clock time is productive.',
+             'the productive days over goodput'),
+    '19.9': ('Failures are billed too.',
+             'wall-clock hours times GPUs'),
+}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+WRONG_METHODS["19.5"]["the checkpoint cost left out"] = (
+    lambda p: reliability.goodput(reliability.young_daly_interval(p.ckpt_s, p.mtbf_h * 3600),
+                                  0.0, p.mtbf_h * 3600, restart_time=p.restart_min * 60),
+    "writing a checkpoint every τ seconds costs δ/τ of the time as well")
+WRONG_METHODS["19.6"] = {
+    "sqrt(δ·M), the factor 2 forgotten": (
+        lambda checkpoint_time, mtbf: math.sqrt(checkpoint_time * mtbf),
+        "minimising δ/τ + τ/(2M) gives τ² = 2·δ·M: keep the 2"),
+    "δ·M without the square root": (
+        lambda checkpoint_time, mtbf: 2 * checkpoint_time * mtbf,
+        "the optimum balances δ/τ against τ/(2M): τ is a square root"),
+}
+WRONG_METHODS["19.7"] = {
+    "restart time ignored": (
+        lambda interval, checkpoint_time, mtbf, restart_time: max(
+            0.0, 1 - checkpoint_time / interval - interval / 2 / mtbf),
+        "each failure also costs a restart: add R per failure, R/M of the time"),
+    "not clipped at 0": (
+        lambda interval, checkpoint_time, mtbf, restart_time: (
+            1 - checkpoint_time / interval - (restart_time + interval / 2) / mtbf),
+        "a run that loses more than it gains makes no progress: its goodput is 0, not negative"),
+}
+WRONG_METHODS["19.9"]["wall-clock hours (GPUs forgotten)"] = (
+    lambda p: run_gpu_hours(p) / p.n,
+    "that is the run's wall-clock hours: every one of the n GPUs is billed for them")

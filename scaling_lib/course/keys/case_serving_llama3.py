@@ -31,14 +31,14 @@ def tpot(p):
     """Ex 22.3: time per output token of p.model on p.n chips at batch p.B (the chapter's
     estimate: roofline at the mean context plus the tensor-parallel all-reduces)."""
     return serving.estimate(p.model, p.accelerator, p.n, batch=p.B, prompt_len=PROMPT,
-                            gen_len=GEN, dtype=p.dtype).tpot
+                            gen_len=GEN, dtype=p.dtype, tp=p.n).tpot
 
 
 def best_batch(p):
     """Ex 22.4: the batch (1 to 4096) with the most tokens/s within p.budget s per token."""
     return serving.best_batch("llama3-70b", p.accelerator, SERVER[p.accelerator],
                               tpot_budget=p.budget, prompt_len=PROMPT, gen_len=GEN,
-                              dtype=p.dtype, max_batch=4096)
+                              dtype=p.dtype, max_batch=4096, tp=SERVER[p.accelerator])
 
 
 def prefill_decode_ratio(p):
@@ -121,7 +121,7 @@ def _one_chip(p):
 def _largest_fitting(p):
     batches = np.arange(1, 4097)
     e = serving.estimate("llama3-70b", p.accelerator, SERVER[p.accelerator], batch=batches,
-                         prompt_len=PROMPT, gen_len=GEN, dtype=p.dtype)
+                         prompt_len=PROMPT, gen_len=GEN, dtype=p.dtype, tp=SERVER[p.accelerator])
     return int(batches[np.asarray(e.fits)].max())
 
 
@@ -181,3 +181,81 @@ def _peer_600(p):
 def _pooled(p):
     a = hardware.get("a100-80gb")
     return inference.weight_bytes_read(p.model, "bf16") / a.hbm_bytes_per_s
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '22.1': ('The weights at this precision must fit in HBM.',
+             "the weight bytes over one chip's HBM, rounded up; check the chip's HBM"),
+    '22.2': ('Walk the topologies from the smallest.',
+             'skip those whose HBM does not hold the weights'),
+    '22.3': ("A roofline step at the mean context, plus TP's all-reduces.",
+             'use the mean context over a generation; add two all-reduces per layer of the '
+             "batch's activations"),
+    '22.4': ('Keep the batches within the budget.',
+             'of those that fit and meet it, take the one with the most tokens/s'),
+    '22.5': ("Match decode's demand for prefills with prefill's supply.",
+             'a decode server finishes B sequences every G·tpot seconds; each needs one prefill'),
+    '22.6': ('Dollars per second over tokens per second.',
+             "the whole system's dollars per second over its tokens per second, times a million"),
+    '22.7': ('HBM left after the weights, in tokens of cache.',
+             'the usable bytes minus the weights, over the cache bytes per token'),
+    '22.8': ('Count the all-reduces of a decode step and their size.',
+             'one after each attention and MLP block and one after the embedding, each of the '
+             "batch's activations"),
+    '22.9': ('Prefill is compute-bound: FLOPs over the delivered rate.',
+             "the prompt's FLOPs over (chips × peak × MFU)"),
+    '22.10': ('Do idle experts occupy HBM?',
+              'count all the parameters, not the active ones'),
+    '22.11': ('Lanes, transfer rate, encoding, bits to bytes.',
+              "lanes times transfers per second times the encoding's efficiency, divided by 8"),
+    '22.12': ('Compare the link with local HBM.',
+              "NVLink's one-way bandwidth against HBM's"),
+    '22.13': ('How many all-reduces per step, and how big?',
+              "two per layer and one for the embedding, each of the batch's activations"),
+    '22.14': ('Keep the sizes that hold the weights.',
+              'take the smallest of them'),
+}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+WRONG_METHODS["22.1"]["bf16 bytes whatever the precision"] = (
+    lambda p: serving.min_devices(p.model, p.accelerator, dtype="bf16"),
+    "the weights are stored in the precision the question names: bytes per weight change")
+WRONG_METHODS["22.2"]["bf16 bytes whatever the precision"] = (
+    lambda p: serving_parallel.smallest_topology(p.model, p.accelerator, dtype="bf16"),
+    "the weights are stored in the precision the question names: bytes per weight change")
+WRONG_METHODS["22.4"]["the smallest batch"] = (
+    lambda p: 1,
+    "batch 1 meets any budget the others meet, but gives the fewest tokens/s: take the largest "
+    "throughput within the budget")
+WRONG_METHODS["22.9"]["MFU ignored (peak FLOP/s)"] = (
+    WRONG_METHODS["22.9"]["MFU ignored (peak FLOP/s)"],
+    "the chips deliver only a share MFU of their peak: divide by it")
+WRONG_METHODS["22.10"]["bf16 bytes whatever the precision"] = (
+    lambda p: serving.min_devices(serving_parallel.GPT4_CLASS_ASSUMED, p.accelerator,
+                                  dtype="bf16"),
+    "the weights are stored in the precision the question names: bytes per weight change")
+WRONG_METHODS["22.13"] = {
+    "the embedding's all-reduce always added": (
+        lambda L, B, D, bytes_per_element, vocab_parallel: (2 * L + 1) * B * D
+        * bytes_per_element,
+        "only a vocabulary-parallel embedding needs an all-reduce of its output"),
+    "one all-reduce per layer": (
+        lambda L, B, D, bytes_per_element, vocab_parallel: (
+            L + (1 if vocab_parallel else 0)) * B * D * bytes_per_element,
+        "each layer all-reduces twice: after attention and after the MLP"),
+}
+WRONG_METHODS["22.14"] = {
+    "the first size listed that fits": (
+        lambda weight_bytes, hbm_bytes, sizes: next(
+            n for n in sizes if weight_bytes <= n * hbm_bytes),
+        "the sizes are not in order: take the smallest that holds the weights"),
+    "the largest size": (
+        lambda weight_bytes, hbm_bytes, sizes: max(sizes),
+        "the largest slice holds the weights too, but the question asks for the smallest"),
+}
+WRONG_METHODS["22.9"]["one chip (n forgotten)"] = (
+    lambda p: prefill_time(p) * p.n,
+    "the prompt's FLOPs are split over all n chips")

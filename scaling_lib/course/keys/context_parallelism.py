@@ -225,3 +225,55 @@ WRONG_METHODS = {
     "14.10": {"query heads per rank": lambda p: int(models.get(p.model).N / p.tp),
               "K, ignoring tp": lambda p: models.get(p.model).K},
 }
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '14.1': ('Load balancing pairs an early chunk with a late one.',
+             'the sequence is cut into 2c chunks; rank i takes chunk i and its mirror from the end'),
+    '14.2': ("With contiguous shards, the last rank's queries see the most keys.",
+             "compare the keys the busiest rank's queries attend to with the average rank's"),
+    '14.3': ('What does each variant move per layer?',
+             'K and V of the sequence for the all-gather; for the AllToAll, the share a device '
+             'keeps is 1/c'),
+    '14.4': ("Write both variants' bytes and divide.",
+             'Ulysses moves Q, K, V and the output; the all-gather K and V only; the ratio '
+             'depends on N, K and c'),
+    '14.5': ('Which parts of memory does CP divide, and which does it not?',
+             'the weights, gradients and optimizer state stay; the activations divide by cp; '
+             'find the smallest that fits'),
+    '14.6': ("How do attention's compute and the K/V traffic grow with T?",
+             'compute grows as T², traffic as T: their ratio falls as 1/T'),
+    '14.7': ('Online softmax rescales what it has when a larger maximum appears.',
+             'take the new running max; rescale the old sum and output by the exponent of the '
+             "max's change and add the new block's"),
+    '14.8': ('Ulysses trades a split sequence for split heads, and back.',
+             'the first AllToAll splits the heads axis and gathers the sequence axis; the '
+             'second does the reverse'),
+    '14.9': ('What does each rank gather?',
+             'K and V of the whole sequence, for the kv heads this tensor rank holds'),
+    '14.10': ('Ulysses splits heads: which heads must c divide?',
+              'c must divide both the query heads and the kv heads left per tensor rank'),
+}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+def _wrong_ulysses_unscaled(S, heads, H, seed):
+    """14.8 wrong method: scores not divided by sqrt(H)."""
+    q, k, v = (x.astype(np.float64) for x in attention_inputs(S, H, seed, heads))
+    out = []
+    for h in range(heads):
+        s = q[:, h] @ k[:, h].T
+        w = np.exp(s - s.max(axis=-1, keepdims=True))
+        out.append((w / w.sum(axis=-1, keepdims=True)) @ v[:, h])
+    return np.stack(out, axis=1)
+
+
+WRONG_METHODS["14.8"]["attention within each device's tokens"] = (
+    _wrong_ulysses_local,
+    "each device attended only over its own S/4 tokens: the first AllToAll must gather the "
+    "whole sequence (split the heads axis, concatenate the sequence axis)")
+WRONG_METHODS["14.8"]["scores not scaled by 1/sqrt(H)"] = (
+    _wrong_ulysses_unscaled,
+    "divide the scores by the square root of the head dimension before the softmax")

@@ -172,3 +172,60 @@ WRONG_METHODS = {
             forward_flops_per_token(L, D, F, N, K, H, V, T) - 2 * L * T * N * H),
     },
 }
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '5.1': ('Each output element is a sum of products: how many outputs, how many terms each?',
+            'count a multiply and an add for every combination of all the distinct indices'),
+    '5.2': ("Go through one layer's matrices and vectors, then what appears once.",
+            'per layer: four attention projections (grouped-query K and V), three MLP matrices, '
+            'two norms; once: embedding, output layer unless tied, final norm'),
+    '5.3': ("How many matrices does this model's MLP have?",
+            "count each layer's MLP weights (gated or plain) and divide by all parameters, "
+            'embeddings included'),
+    '5.4': ('Which passes does training run for each token, and what does each cost per parameter?',
+            'the forward pass costs 2 FLOPs per parameter per token and the backward twice that'),
+    '5.5': ('Training time is work over the rate the whole cluster actually delivers.',
+            'total FLOPs over (chips × dense peak × MFU) gives seconds; convert to days'),
+    '5.6': ("Attention's QKᵀ and AV grow with T; the weights' matmuls do not.",
+            "count attention's training FLOPs per token from its einsums over all T keys, and "
+            'compare with the total per token'),
+    '5.7': ('Write both costs per token and layer, and see which grows with T.',
+            "attention's two einsums cost ∝ T·N·H; the four projections ∝ D·(N + K)·H; set them "
+            'equal'),
+    '5.8': ('Which parameters does one token actually use?',
+            "a dense model's parameters with k experts' MLPs per layer instead of one, plus the "
+            'router'),
+    '5.9': ('MFU relates tokens per second to the FLOPs each token needs.',
+            "write MFU as (tokens/s × FLOPs per token) over the cluster's peak and solve for "
+            'tokens/s'),
+    '5.10': ('The backward pass of y = xW needs two gradients.',
+             'dx and dW are each a matmul the size of the forward one'),
+    '5.11': ('Count the matrices: attention with grouped-query K and V, then the MLP, then the '
+             'norms.',
+             'Q and O are D × N·H, K and V are D × K·H; a SwiGLU MLP has three D × F matrices; '
+             'each RMSNorm has D weights'),
+    '5.12': ("Two parts: the weights' matmuls and attention over T keys.",
+             '2 FLOPs per matmul weight (output layer included, embedding lookup free) plus the '
+             'two attention einsums per layer'),
+}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+WRONG_METHODS["5.1"]["the key index s counted once (T, not T²)"] = (
+    lambda p: attention_output_flops(p) / p.T,
+    "the sum runs over s, the T key positions, for each of the T query positions t: both "
+    "indices count")
+WRONG_METHODS["5.6"]["attention's forward only"] = (
+    lambda p: (transformer.breakdown_flops_per_token(p.model, p.T)["attention (QKᵀ, AV)"] / 3
+               / (transformer.flops_per_token(p.model, p.T)
+                  - 2 / 3 * transformer.breakdown_flops_per_token(p.model, p.T)[
+                      "attention (QKᵀ, AV)"])),
+    "that counts attention's forward pass only: in training its einsums also run backward, "
+    "twice again, just as the weights' matmuls do")
+WRONG_METHODS["5.7"]["the projections without the multiply-add's 2"] = (
+    lambda p: crossover_projections(p) / 2,
+    "a matmul weight costs 2 FLOPs (a multiply and an add) per token, just as attention's "
+    "einsums do: count both sides the same way")

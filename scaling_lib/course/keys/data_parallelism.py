@@ -139,6 +139,28 @@ WRONG_METHODS = {
              - 2.0 * timeline.layer_params(p.model)},
     "10.10": {"C/W of one link": lambda p: _c_over_w(
                   "tpu-v5p", hardware.cluster("tpu-v5p", p.n).intra_node.per_link_bytes_per_s)},
+    "10.11": {
+        "no psum (this device's gradient)": (
+            lambda seed: run_dp(_dp_grad_unreduced)(seed),
+            "each device's gradient covers only its own rows: add the devices' gradients over "
+            "'dp' (lax.psum) so that every device holds the whole batch's"),
+        "psum of local means (8x)": (
+            lambda seed: run_dp(_dp_grad_local_mean)(seed),
+            "that is 8 times the gradient: each device's mean over its own B/8 rows, summed over "
+            "8 devices, counts the batch 8 times; scale by the global B·D"),
+        "pmean of the global-mean gradient (1/8)": (
+            lambda seed: run_dp(_dp_grad_averaged)(seed),
+            "that is 1/8 of the gradient: the local gradients of the global mean are parts of "
+            "one sum, so add them (psum) rather than average them (pmean)")},
+    "10.12": {
+        "loss not summed over devices": (
+            lambda seed: run_zero3(_zero3_local_loss)(seed),
+            "the loss is each device's share only: sum it over 'dp' (lax.psum) before dividing "
+            "by the global B·D, so every device returns the same loss"),
+        "all layers gathered up front": (
+            lambda seed: run_zero3(_zero3_gather_all)(seed),
+            "the numbers are right but the whole model was gathered at once: gather each "
+            "layer's weights inside the loop, just before that layer uses them")},
 }
 
 
@@ -202,9 +224,12 @@ def _single_device_step(seed):
     return loss, g, W - LR * g
 
 
-def run_dp(dp_step):
-    """Runs ``dp_step(W, x, y) -> new W`` per device (W replicated, x, y split over "dp"):
-    returns the function of ``seed`` that 10.11 grades."""
+def run_dp(dp_grad):
+    """Runs ``dp_grad(W, x, y) -> gradient of the global mean loss`` per device (W replicated,
+    x, y split over "dp", the gradient replicated): returns the function of ``seed`` that 10.11
+    grades (the gradient, then the all-reduce and all-gather bytes XLA compiled). Without the
+    replication check (``check_vma=False``) ``jax.grad`` gives each device the gradient of its own
+    rows, as in a hand-written DP step: the psum is the student's to write."""
     def run(seed):
         import jax
         from jax.sharding import PartitionSpec as P
@@ -212,20 +237,66 @@ def run_dp(dp_step):
         from ... import simulate
 
         W, x, y = problem(seed)
-        fn = jax.jit(jax.shard_map(dp_step, mesh=_mesh(), in_specs=(P(), P("dp"), P("dp")),
+        fn = jax.jit(jax.shard_map(dp_grad, mesh=_mesh(), in_specs=(P(), P("dp"), P("dp")),
                                    out_specs=P(), check_vma=False))
-        new = fn(W, x, y)
+        g = fn(W, x, y)
         colls = simulate.collectives_in(fn, W, x, y)
-        return _summary([new], colls, ("all-reduce", "all-gather"), counts=False)
+        return _summary([g], colls, ("all-reduce", "all-gather"), counts=False)
     return run
 
 
+def _dp_grad_unreduced(W, x, y):
+    """10.11 without the AllReduce: this device's part of the gradient."""
+    import jax
+
+    return jax.grad(loss_sum)(W, x, y) / (B * D)
+
+
+def _dp_grad_local_mean(W, x, y):
+    """10.11 with each device's mean over its own rows, then summed: 8x the gradient."""
+    import jax
+    from jax import lax
+
+    return lax.psum(jax.grad(loss_sum)(W, x, y) / (x.shape[0] * D), "dp")
+
+
+def _dp_grad_averaged(W, x, y):
+    """10.11 with the parts of the global mean averaged (pmean) instead of added."""
+    import jax
+    from jax import lax
+
+    return lax.pmean(jax.grad(loss_sum)(W, x, y) / (B * D), "dp")
+
+
+def _zero3_local_loss(W_shard, x, y):
+    """10.12 without the psum of the loss."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    h = x
+    for i in range(W_shard.shape[0]):
+        h = layer(h, lax.all_gather(W_shard[i], "dp", axis=0, tiled=True))
+    return jnp.sum((h - y) ** 2) / (B * D)
+
+
+def _zero3_gather_all(W_shard, x, y):
+    """10.12 with the whole model gathered before the loop."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    W = lax.all_gather(W_shard, "dp", axis=1, tiled=True)
+    h = x
+    for i in range(W.shape[0]):
+        h = layer(h, W[i])
+    return lax.psum(jnp.sum((h - y) ** 2), "dp") / (B * D)
+
+
 def dp_reference(seed):
-    """10.11's expected vector: the single-device SGD step; the all-reduce bytes of the
-    gradient (L·D·D float32; op counts are left out: XLA:CPU combines all-reduces) and no
+    """10.11's expected vector: the single-device gradient of the mean loss; the all-reduce bytes
+    of the gradient (L·D·D float32; op counts are left out: XLA:CPU combines all-reduces) and no
     all-gather."""
-    _, _, new = _single_device_step(seed)
-    return np.concatenate([np.ravel(np.asarray(new, np.float64)), [4.0 * L * D * D, 0.0]])
+    _, g, _ = _single_device_step(seed)
+    return np.concatenate([np.ravel(np.asarray(g, np.float64)), [4.0 * L * D * D, 0.0]])
 
 
 def run_zero3(zero3_loss):
@@ -257,3 +328,63 @@ def zero3_reference(seed):
     V = 4.0 * D * D
     return np.concatenate([[float(loss)], np.ravel(np.asarray(g, np.float64)),
                            [L, L * V, L, L * V]])
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '10.1': ("Each device's mean is over an equal share of the batch.",
+             'the global mean is the mean of the local means when the shares are equal'),
+    '10.2': ('Where does the 8 come from? List the bytes per parameter of mixed-precision Adam.',
+             'add weights, gradients, master copy and two optimizer states, and compare with 8'),
+    '10.3': ('Plain DP keeps every state of every parameter on every device.',
+             'the usable HBM over the bytes per parameter'),
+    '10.4': ("Compute-bound means the backward's math outlasts the gradient AllReduce.",
+             "per device: the math time of the batch's backward against the AllReduce time of "
+             'the bf16 gradients on NVLink; solve for the batch'),
+    '10.5': ('Across nodes the AllReduce is hierarchical: which phase is slowest?',
+             'time the NVLink phases and the NIC phase of the AllReduce of the gradients, take '
+             'the slowest, and compare with the backward per token'),
+    '10.6': ('FSDP gathers the weights for the forward and again for the backward.',
+             'per micro-batch: an AllGather for the forward, another for the backward (the '
+             'embedding kept), a ReduceScatter of the gradients'),
+    '10.7': ('Which collectives cross the NICs in each scheme?',
+             'FSDP: its gathers and reduce-scatter across nodes; HSDP: one AllReduce of the '
+             'shard across nodes'),
+    '10.8': ('The sharded states, plus what is gathered at a time.',
+             'the model states divided by dp, plus the bf16 buffers of the layers gathered at once'),
+    '10.9': ('The critical batch changes when the job leaves the node.',
+             'test each power of two: the critical batch inside a node, then across nodes'),
+    '10.10': ("On a torus, an AllReduce uses all the chip's links at once.",
+              "the AllReduce of the bf16 gradients over the chip's total ICI bandwidth, against "
+              'the backward per token'),
+    '10.11': ('Each device sees only its rows: its gradient is a partial sum.',
+              'take the gradient of the summed loss over your rows, scale it to the global '
+              "mean, and add it over 'dp' with lax.psum"),
+    '10.12': ("Each layer's weight is sharded: gather it just before it is used.",
+              "inside the layer loop all-gather the layer's shard over 'dp' (tiled), compute, "
+              'and psum the loss'),
+}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+def _comm_bound_in_node_only(p):
+    n = 8
+    while p.tokens / n >= _dp_critical(hardware.cluster(p.accelerator, 8), 8):
+        n *= 2
+    return n
+
+
+WRONG_METHODS["10.9"] = {
+    "the in-node critical batch at every size": (
+        _comm_bound_in_node_only,
+        "beyond 8 GPUs the AllReduce crosses the network: the critical batch jumps, so test "
+        "each size with its own cluster"),
+    "the last compute-bound size": (
+        lambda p: dp_comm_bound_devices(p) // 2,
+        "that is the last size still compute-bound: the question asks for the first that is "
+        "communication-bound"),
+}
+WRONG_METHODS["10.10"]["fp32 gradients"] = (
+    lambda p: 2 * tpu_critical(p),
+    "the gradients are all-reduced in bf16, 2 bytes per parameter")

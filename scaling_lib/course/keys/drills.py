@@ -258,3 +258,141 @@ WRONG_METHODS_ALL = {
 def wrong_methods(notebook: str) -> dict:
     """The WRONG_METHODS of one drill notebook ("90" ... "93"): its exercises only."""
     return {k: v for k, v in WRONG_METHODS_ALL.items() if k.split(".")[0] == notebook}
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS_ALL = {
+    '90.1': ("Which of the datasheet's figures is the dense one, and in which unit?",
+             "the dense bf16 figure (not the 'with sparsity' one), in FLOP/s"),
+    '90.2': ("Is the datasheet's capacity in GB or GiB?",
+             'convert to bytes with the unit the vendor uses: GB is 1e9, GiB is 2^30'),
+    '90.3': ('Bytes or bits, and which prefix?',
+             'bytes per second; TB/s is 1e12 bytes/s'),
+    '90.4': ('Does the datasheet count one direction or both?',
+             'halve a figure that counts both directions'),
+    '90.5': ('List the states mixed-precision Adam keeps per parameter.',
+             'bf16 weights and gradients, an fp32 master copy and two fp32 moments'),
+    '90.6': ('The ridge of the roofline, in tokens.',
+             'the dense bf16 peak over the HBM bandwidth'),
+    '90.7': ('What does each layer cache per token?',
+             'a key and a value per kv head and layer, H numbers each, 2 bytes per number'),
+    '90.8': ('A ring AllReduce is two passes around the ring.',
+             "each pass moves (n-1)/n of the array through every device's link"),
+    '90.9': ('A key and a value per kv head per layer.',
+             'multiply the layers, the kv heads, the head size, the two of K and V, and the bytes'),
+    '90.10': ('Two passes around the ring.',
+              'a ReduceScatter then an AllGather, each (n-1)/n of the array over the link'),
+    '91.1': ("FLOPs of the matmul over the chip's dense peak.",
+             'a multiply and an add per product of B·D·F'),
+    '91.2': ('Which passes does training run, and what do they cost per parameter?',
+             'forward 2 FLOPs per parameter per token, backward twice that'),
+    '91.3': ('What does mixed-precision Adam keep per parameter?',
+             'weights, gradients, master copy and two moments, each at its precision'),
+    '91.4': ('Bytes per token, then how many tokens are cached?',
+             'per-token bytes times the batch and the context'),
+    '91.5': ('Each weight is read once per step.',
+             "the bf16 weight bytes over the chips' total HBM bandwidth"),
+    '91.6': ('How much of the step is ramp-up and drain?',
+             'the idle slots over all the slots of the step'),
+    '91.7': ('How many operations per term of the sum?',
+             'a multiply and an add per product'),
+    '91.8': ('FLOPs per parameter per token, forward and backward.',
+             'multiply that by the parameters and the tokens'),
+    '92.1': ('MFU: model FLOPs per second over the peak.',
+             "model FLOPs per token (weights and attention) times tokens/s over the cluster's "
+             'dense peak'),
+    '92.2': ('Work over the delivered rate.',
+             'training FLOPs over (chips × peak × MFU), then seconds to days'),
+    '92.3': ('Each stage shards one more kind of state.',
+             'stage 1 shards the optimizer, stage 2 also the gradients, stage 3 also the weights'),
+    '92.4': ('A ring AllReduce of the bf16 gradients.',
+             'two passes of (n-1)/n of the gradient bytes over the one-way link'),
+    '92.5': ('The slower of math and memory decides a decode step.',
+             "FLOPs over the chips' peak against weights plus cache bytes over their HBM bandwidth"),
+    '92.6': ('HBM left after the weights, in tokens.',
+             'the free bytes over the cache bytes per token'),
+    '92.7': ('Which states does each stage divide by the data-parallel degree?',
+             'optimizer (12 bytes), gradients (2) and weights (2), sharded by stage'),
+    '92.8': ('Idle slots over all the slots.',
+             'count the ramp-up and drain slots of the schedule'),
+    '93.1': ('Weights and cache must fit.',
+             'round up their bytes over HBM per chip'),
+    '93.2': ('How many tokens does a decode step produce?',
+             'one per sequence of the batch, per step time'),
+    '93.3': ('Three phases: in the node, across nodes, in the node.',
+             "ReduceScatter in the node, AllReduce across nodes on the node's share, AllGather "
+             'in the node'),
+    '93.4': ("A pipeline's bubble caps the MFU.",
+             'the busy share of the step with interleaving, times the MFU'),
+    '93.5': ('Throughput: tokens over seconds.',
+             'divide the tokens by the time available'),
+    '93.6': ('Work over what one chip delivers in the time.',
+             'training FLOPs over (dense peak × MFU × seconds)'),
+    '93.7': ('Decode at small batch: math or weight reads?',
+             'the larger of the FLOPs time and the weight-read time'),
+    '93.8': ("Model FLOPs per second over the cluster's peak.",
+             'model FLOPs per token times tokens/s over chips × dense peak'),
+}
+
+
+def hints(notebook: str) -> dict:
+    """The HINTS of one drill notebook ("90" ... "93"): its exercises only."""
+    return {k: v for k, v in HINTS_ALL.items() if k.split(".")[0] == notebook}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21). The drills' "write it"
+# questions (check_function) list none: tests/test_drills.py keeps them free of wrong methods.
+
+WRONG_METHODS_ALL["90.6"]["GB/s read as GiB/s"] = (
+    rooflines._crit_gib,
+    "HBM bandwidth is quoted in GB/s (1e9 bytes/s), not GiB/s")
+WRONG_METHODS_ALL["91.1"] = {
+    "the sparsity peak (2x dense)": (
+        rooflines._t_math_sparse,
+        "the 'with sparsity' figure is twice the dense peak a dense matmul reaches"),
+    "one FLOP per multiply-add": (
+        rooflines._t_math_one_flop_per_mac,
+        "a multiply-add is 2 FLOPs: the matmul does 2·B·D·F"),
+}
+WRONG_METHODS_ALL["91.2"]["with recomputation (8ND)"] = (
+    lambda p: train_flops_6nd(p) * 4 / 3,
+    "the 6ND rule counts the model's FLOPs, without recomputation: 2 forward and 4 backward "
+    "per parameter per token")
+WRONG_METHODS_ALL["91.6"]["the busy share"] = (
+    lambda p: 1 - bubble(p),
+    "that is the share of the step spent working: the bubble is the idle share")
+WRONG_METHODS_ALL["92.6"]["one chip's HBM"] = (
+    lambda p: inference.max_cached_tokens(p.model, p.accelerator, p.n) / p.n
+    - (p.n - 1) / p.n * inference.weight_bytes_read(p.model)
+    / transformer.kv_cache_bytes(p.model, 1, 1),
+    "the weights and the cache spread over all n chips: use their HBM together")
+WRONG_METHODS_ALL["93.1"] = {
+    "weights only (cache forgotten)": (
+        lambda p: math.ceil(inference.weight_bytes_read(p.model)
+                            / hardware.get(p.accelerator).hbm_bytes),
+        "the KV cache of B sequences of S tokens must fit too"),
+    "rounded down": (
+        lambda p: math.floor((inference.weight_bytes_read(p.model)
+                              + transformer.kv_cache_bytes(p.model, p.B, p.S))
+                             / hardware.get(p.accelerator).hbm_bytes),
+        "a fraction of a chip does not exist: round up"),
+}
+WRONG_METHODS_ALL["93.2"]["per sequence"] = (
+    lambda p: decode_tokens_per_s(p) / p.B,
+    "that is one sequence's tokens/s: the server produces B tokens per step")
+WRONG_METHODS_ALL["93.3"]["a flat ring at the network's speed"] = (
+    lambda p: collectives.all_reduce_time(
+        p.gbytes * 1e9, p.n, hardware.cluster("h100", p.n).inter_node.bytes_per_s),
+    "a hierarchical AllReduce keeps most of the traffic on NVLink inside each node: only 1/8 "
+    "of the data crosses the network")
+WRONG_METHODS_ALL["93.4"]["the bubble's complement, MFU forgotten"] = (
+    lambda p: 1 - pipeline_bubble_fraction(p.pp, p.m, p.v),
+    "the pipeline can at best keep the MFU the plan reaches without it: multiply by mfu")
+WRONG_METHODS_ALL["93.5"] = {
+    "tokens per day": (
+        lambda p: p.n_tokens / p.days,
+        "that is per day: a day is 86,400 seconds"),
+    "tokens per hour": (
+        lambda p: p.n_tokens / (p.days * 24),
+        "that is per hour: the answer is in tokens per second"),
+}

@@ -220,3 +220,45 @@ WRONG_METHODS = {
     "15.10": {"experts not split over ep": lambda p: expert_state_bytes(p) * p.ep,
               "parameters only (2 bytes each)": lambda p: expert_state_bytes(p) / 8},
 }
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '15.1': ('Each expert has a capacity; the tokens beyond it are dropped.',
+             "compute the capacity from the capacity factor, then sum each expert's overflow"),
+    '15.2': ("Each AllToAll moves every routed token's vector; some stays local.",
+             'the k·tokens·D buffer per AllToAll, 1/ep of which stays on the device; two '
+             'forward, two backward'),
+    '15.3': ("When is an expert's matmul compute-bound?",
+             'count the tokens an expert receives from all ep devices and set it equal to the '
+             "chip's critical intensity"),
+    '15.4': ('Which parameters does a token skip?',
+             'start from the total and remove the routed experts each MoE layer does not use'),
+    '15.5': ('The step waits for the busiest device.',
+             "sum the loads of each device's experts, take the maximum, and compare with the mean"),
+    '15.6': ("Dispatch sends each expert's slots to its device; combine brings them back.",
+             'all_to_all splitting the expert axis and concatenating the source axis, then the '
+             'inverse'),
+    '15.7': ("A token's place in its expert's queue decides whether it is kept.",
+             'count the earlier tokens that chose the same expert; keep those within the capacity'),
+    '15.8': ('Both the AllToAll and the expert matmul scale with the routed tokens.',
+             'write both per routed token; the tokens cancel, leaving the chip, the link and '
+             'the expert width'),
+    '15.9': ('Count the AllToAlls per MoE layer, forward and backward.',
+             'two per MoE layer forward and their transposes backward; not every layer is an '
+             'MoE layer'),
+    '15.10': ("Each device holds a share of each MoE layer's experts.",
+              "the routed experts' parameters times the bytes per parameter, over ep"),
+}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+WRONG_METHODS["15.5"]["busiest expert over the mean expert"] = (
+    WRONG_METHODS["15.5"]["busiest expert over the mean expert"],
+    "a device runs all of its experts: add the loads of each device's experts before taking "
+    "the busiest")
+WRONG_METHODS["15.5"]["busiest device over the least busy"] = (
+    lambda p: float(device_loads(p).max() / device_loads(p).min()),
+    "the slowdown is relative to perfect balance: compare the busiest device with the mean, "
+    "not with the least busy")

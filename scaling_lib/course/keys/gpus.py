@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ... import hardware, inference
 from ...units import dtype_bytes
 
@@ -187,4 +189,58 @@ WRONG_METHODS = {
             "weights not split over the GPUs": _decode_not_split,
             "always 8 GPUs": _decode_all_eight,
             "GB/s read as GiB/s": _decode_gib},
+}
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '2.1': ('The peak is a product of SMs, clock and FLOPs per clock per SM.',
+            'divide the peak by the number of SMs and by the clock in Hz'),
+    '2.2': ('Which units run FP32 matmuls, and how fast are they compared with the tensor cores?',
+            "take the ratio of the chip's 16-bit tensor-core peak to its FP32 peak"),
+    '2.3': ('Binning disables SMs of the full die; what share is that?',
+            'compare the SMs on the die with the SMs enabled on the product'),
+    '2.4': ("The ridge at each level: peak FLOP/s over that level's bandwidth.",
+            "read each level's bandwidth from internals.level(name) and divide the peak by it"),
+    '2.5': ('How many bf16 elements does L2 hold, and how does a square matrix grow with n?',
+            'n² elements of 2 bytes must fit in L2: solve for n and round down'),
+    '2.6': ('The ridge is peak over bandwidth; compare it on both chips.',
+            "compute each chip's critical intensity in its own training dtype and take the ratio"),
+    '2.7': ('The SMs work in waves: how full is the last one?',
+            'count the waves the tiles need (rounding up) and compare the tiles with the slots '
+            'those waves offer'),
+    '2.8': ('Decoding reads every weight once per step: first how many GPUs hold them?',
+            'find the fewest GPUs whose usable HBM holds the bf16 weights, then time one GPU '
+            'reading its share at HBM bandwidth'),
+    '2.9': ('The peak is the product of its parts.',
+            'multiply the SMs, the tensor cores per SM, the FLOPs each does per clock and the '
+            'clock'),
+    '2.10': ('The last wave may be partly empty.',
+             'count the waves (round up), then divide the tiles by the slots of all the waves'),
+}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+WRONG_METHODS["2.7"]["waves rounded down"] = (
+    lambda p: p.n_tiles / (max(p.n_tiles // hardware.get(p.accelerator).n_cores, 1)
+                           * hardware.get(p.accelerator).n_cores),
+    "a partly filled last wave still takes a whole wave's time: round the waves up")
+WRONG_METHODS["2.9"] = {
+    "tensor cores per SM left out": (
+        lambda n_sm, tensor_cores_per_sm, flops_per_clock_per_tensor_core, clock_hz: (
+            n_sm * flops_per_clock_per_tensor_core * clock_hz + 0 * tensor_cores_per_sm),
+        "each SM has several tensor cores: multiply by them too"),
+    "clock in GHz": (
+        lambda n_sm, tensor_cores_per_sm, flops_per_clock_per_tensor_core, clock_hz: (
+            n_sm * tensor_cores_per_sm * flops_per_clock_per_tensor_core * clock_hz / 1e9),
+        "the clock is given in Hz: a peak in FLOP/s needs cycles per second, not GHz"),
+}
+WRONG_METHODS["2.10"] = {
+    "fractional waves (always 1)": (
+        lambda n_tiles, n_sm: n_tiles / (n_tiles / n_sm * n_sm),
+        "a wave is paid for whole: count the waves rounded up"),
+    "waves rounded down": (
+        lambda n_tiles, n_sm: n_tiles / (np.maximum(np.floor(n_tiles / n_sm), 1) * n_sm),
+        "a partly filled last wave still runs: round the waves up, not down"),
 }

@@ -170,3 +170,98 @@ def _no_overlap(p):
     every = inference.weight_bytes_read(cfg)
     routed = 2 * transformer.param_count(cfg)["experts"]
     return every - routed + routed * touched / cfg.E
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '8.1': ('What does each layer cache for each token?',
+            "a key and a value for every kv head, H numbers each, in the cache's dtype"),
+    '8.2': ('Per-token bytes, then how many tokens are cached?',
+            'multiply the bytes per token by the batch and the context length'),
+    '8.3': ('A decode step reads two things: the weights and the cache.',
+            'weights: every parameter but the input embedding at 2 bytes; cache: every cached '
+            "token's bytes; compare"),
+    '8.4': ('The cache is proportional to the number of kv heads.',
+            'compare the cache with K kv heads to the one with N'),
+    '8.5': ('Which weights does a decode step read?',
+            "every weight except the embedding table (a lookup), at the weights' bytes"),
+    '8.6': ('A step takes the longer of its math and its memory reads.',
+            'compute both times for the chips together; at batch 1 see which wins'),
+    '8.7': ('How many tokens does one step produce?',
+            'one token per sequence per step: divide by the step time'),
+    '8.8': ('Intensity: FLOPs of the step over its bytes.',
+            'count the decode FLOPs (2 per weight per sequence plus attention) and the bytes '
+            '(weights plus cache)'),
+    '8.9': ("Compare two intensities: the step's and the chip's.",
+            "the step's FLOPs over bytes against peak FLOP/s over HBM bytes/s"),
+    '8.10': ('Look at one cached token of one layer: FLOPs against bytes.',
+             'QKᵀ and AV over N query heads against the key and value of the K kv heads, 2 '
+             'bytes each'),
+    '8.11': ('Per token, what does each layer store?',
+             'a key and a value per kv head, H numbers each, times the bytes per number'),
+    '8.12': ('First what is free after the weights, then how big is one sequence?',
+             "the HBM left after the bf16 weights, divided by one sequence's cache bytes, "
+             'rounded down'),
+    '8.13': ('With a batch of B tokens, how many distinct experts are hit per layer?',
+             'the chance an expert is missed by all B tokens; the expected number hit scales '
+             "the routed experts' bytes"),
+}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+def _mha_cache(p):
+    cfg = models.get(p.model)
+    return transformer.kv_cache_bytes(cfg.with_changes(K=cfg.N), p.B, p.S)
+
+
+def _decode_parts(p, B=None):
+    B = p.B if B is None else B
+    return inference.decode_flops(p.model, B, p.S), inference.decode_bytes(p.model, B, p.S)
+
+
+WRONG_METHODS["8.3"] = {
+    "one sequence's cache": (
+        lambda p: _decode_parts(p, 1)[1]["kv cache"] / (_decode_parts(p, 1)[1].total),
+        "the step reads the cache of every sequence in the batch: B of them"),
+    "the weights' share": (
+        lambda p: 1 - cache_share(p),
+        "that is the weights' share of the bytes: the question asks for the cache's"),
+}
+WRONG_METHODS["8.4"]["the saving, 1 - K/N"] = (
+    lambda p: 1 - 1 / mha_cache_ratio(p),
+    "that is the share grouped-query attention saves: the question asks how many times larger "
+    "the multi-head cache is")
+WRONG_METHODS["8.6"]["the math time"] = (
+    lambda p: inference.decode_flops(p.model, 1, p.S).total / (
+        p.n_devices * hardware.get(p.accelerator).peak_flops_per_s("bf16")),
+    "that is the math time: at batch 1 a decode step waits for its reads of the weights and the "
+    "cache")
+WRONG_METHODS["8.7"]["per device"] = (
+    lambda p: decode_tokens_per_s(p) / p.n_devices,
+    "the question asks for the whole system's tokens per second, all devices together")
+WRONG_METHODS["8.8"] = {
+    "fp32 bytes (4 per value)": (
+        lambda p: step_intensity(p) / 2,
+        "weights and cache are bf16 here, 2 bytes per value"),
+    "batch 1": (
+        lambda p: step_intensity(p.with_changes(B=1)) if hasattr(p, "with_changes") else
+        inference.decode_intensity(p.model, 1, p.S),
+        "each weight read serves all B sequences of the batch: count the FLOPs of the whole "
+        "batch"),
+}
+WRONG_METHODS["8.9"] = {
+    "the weights' bytes only": (
+        lambda p: bool(_decode_parts(p)[0].total / _decode_parts(p)[1]["weights"]
+                       > hardware.get(p.accelerator).critical_intensity("bf16")),
+        "a decode step also reads the KV cache: with the cache counted, its intensity is well "
+        "below the batch size"),
+}
+WRONG_METHODS["8.11"]["bytes per element forgotten"] = (
+    lambda L, K, H, B, S, bytes_per_element: 2 * L * K * H * B * S + 0 * bytes_per_element,
+    "that counts elements: multiply by the bytes per element")
+WRONG_METHODS["8.12"]["one device's HBM"] = (
+    lambda model, accelerator, n_devices, S: max(0, math.floor(
+        (hardware.get(accelerator).hbm_bytes - 2 * transformer.n_params(model))
+        / transformer.kv_cache_bytes(model, 1, S))),
+    "the weights and the cache spread over all n devices: use their HBM together")

@@ -218,3 +218,65 @@ ACCEPTED_METHODS = {
         "the chapter's 4/3 rule": lambda cfg, T, x, acc: 0.75 * x / _peak(acc),
     },
 }
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '7.1': ("Model FLOPs count the weights' matmuls and attention, forward and backward.",
+            "6 FLOPs per matmul weight (the output layer included) plus attention's einsums for "
+            'training at this T'),
+    '7.2': ('MFU compares the model FLOPs done per second with the peak.',
+            'tokens per second from the batch and the step time, times model FLOPs per token, '
+            "over the devices' peak"),
+    '7.3': ('HFU counts every FLOP the hardware ran, recomputation included.',
+            "add a second forward of each layer and FlashAttention's recomputed QKᵀ to the "
+            'model FLOPs'),
+    '7.4': ('The reported FLOP/s include recomputed work; MFU does not.',
+            'scale the reported rate by model FLOPs over hardware FLOPs per token, then divide '
+            'by the peak'),
+    '7.5': ("A step's work over the rate all the GPUs deliver.",
+            "the step's training FLOPs over (GPUs × peak × the stated utilisation)"),
+    '7.6': ('Over a whole run, count all the work and all the device time.',
+            'model FLOPs of all tokens over device-seconds times the peak'),
+    '7.7': ('On a faster chip the math shrinks but the memory traffic does not.',
+            "write the share of time doing math from the two times; express it with the chip's "
+            "critical intensity and the op's intensity"),
+    '7.8': ('HFU and MFU share tokens/s and the peak: what differs?',
+            'take the ratio of hardware FLOPs to model FLOPs per token'),
+    '7.9': ("What does MFU's numerator count?",
+            'MFU depends on tokens/s, the model and the peak: does recomputation change the '
+            'model FLOPs?'),
+    '7.10': ('MFU needs tokens per second first.',
+             'tokens per step over the step time, times model FLOPs per token, over the '
+             "devices' peak"),
+    '7.11': ('Invert the MFU formula: what step time gives the target?',
+             "the step's training FLOPs over what the devices deliver at that MFU"),
+    '7.12': ('A "% of peak" that counts recomputation is HFU.',
+             'convert from hardware FLOPs to model FLOPs per token, then divide by the peak'),
+    '7.13': ('fp8 and bf16 FLOPs have different peaks: weigh each by its own.',
+             "the time each token's FLOPs would take at their own peaks, times tokens/s, over "
+             'the devices'),
+}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+WRONG_METHODS["7.7"]["the overlapped bound (the max)"] = (
+    lambda p: min(1.0, p.intensity / hardware.get(p.accelerator).critical_intensity("bf16")),
+    "that assumes memory traffic and compute overlap perfectly: here they do not, so the times "
+    "add")
+WRONG_METHODS["7.8"] = {
+    "MFU over HFU (inverted)": (
+        lambda: 1 / palm_extra_flops(),
+        "that is MFU over HFU: hardware FLOPs include the recomputed ones, so the ratio is at "
+        "least 1"),
+    "HFU minus MFU": (
+        lambda: 1 + (palm_extra_flops() - 1) * published.mfu(published.get("palm-540b")),
+        "the question asks for a ratio of the two utilisations, not their difference"),
+}
+WRONG_METHODS["7.9"] = {
+    "recomputation counted in MFU": (
+        lambda: True,
+        "MFU counts the model's FLOPs, which recomputation does not change: at the same step "
+        "time MFU stays the same (HFU rises)"),
+}

@@ -123,3 +123,56 @@ WRONG_METHODS = {
              "forward only": lambda p: tp_nvlink_seconds(p) / 2,
              "V instead of 2(t-1)/t V": lambda p: tp_nvlink_seconds(p) * p.tp / (2 * (p.tp - 1))},
 }
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '16.1': ('Which states does this plan shard, and over which axes?',
+             'weights and gradients whole; the optimizer states over the replicas that share them'),
+    '16.2': ("A group's members are a stride apart: how many consecutive devices does it cover?",
+             "the stride is the product of the inner axes' degrees; count the nodes the span "
+             'touches'),
+    '16.3': ('What does a ring all-reduce send from each device?',
+             '2(n-1)/n of the array from every device, for the group that crosses nodes'),
+    '16.4': ('How many tokens can one GPU hold, and how many GPUs share a sequence?',
+             'divide T by the tokens per GPU and round up to a power of two'),
+    '16.5': ('The degrees multiply to the number of GPUs.',
+             'divide the GPUs by the product of the other degrees'),
+    '16.6': ('Does context parallelism add sequences?',
+             'CP splits each sequence; only dp and the micro-batches add sequences'),
+    '16.7': ('Mesh coordinates are digits of a mixed-radix number.',
+             "an axis' stride is the product of the degrees inside it; divide and take the "
+             'remainder'),
+    '16.8': ('A group spans stride × degree consecutive devices.',
+             'compare the span with the devices per node'),
+    '16.9': ("Count TP's all-reduces for the layers of one stage.",
+             "four all-reduces per layer and micro-batch, forward and backward, on one stage's "
+             'layers'),
+}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+WRONG_METHODS["16.7"] = {
+    "dp innermost (axes reversed)": (
+        lambda rank, t, c, p, d: coordinates(rank, d, p, c, t)[::-1],
+        "the tensor axis is innermost (stride 1), then cp, pp and dp outermost"),
+    "strides without the inner degrees": (
+        lambda rank, t, c, p, d: (rank % t, (rank // c) % c, (rank // p) % p, rank // d % d),
+        "an axis' stride is the product of the degrees of all the axes inside it"),
+}
+WRONG_METHODS["16.8"] = {
+    "the degree alone decides (stride ignored)": (
+        lambda per_node, t, c, p, d, axis: (
+            "none" if {"tp": t, "cp": c, "pp": p, "dp": d}[axis] == 1 else
+            "intra-node" if {"tp": t, "cp": c, "pp": p, "dp": d}[axis] <= per_node
+            else "inter-node"),
+        "a group's members are a stride apart: it spans stride × degree consecutive GPUs, "
+        "which may leave the node even when the degree is small"),
+    "every axis but tp crosses nodes": (
+        lambda per_node, t, c, p, d, axis: (
+            "none" if {"tp": t, "cp": c, "pp": p, "dp": d}[axis] == 1 else
+            "intra-node" if axis == "tp" else "inter-node"),
+        "an inner axis with small degrees can still fit in a node: compare the group's span "
+        "with the GPUs per node"),
+}

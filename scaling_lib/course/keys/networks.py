@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ... import collectives as C
 from ... import hardware, simulate
 from ...units import dtype_bytes
@@ -185,4 +187,86 @@ WRONG_METHODS = {
             lambda p: (C.hierarchical_time("all-reduce", _grad_bytes(p), _h100(p.nodes)).total
                        - C.hierarchical_time("all-reduce", 0.0, _h100(p.nodes)).total),
     },
+}
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '4.1': ('How many steps does a ring AllGather take, and what moves in each?',
+            'in each of the n - 1 steps every device forwards one block of V/n bytes and pays '
+            'the latency once'),
+    '4.2': ('How many links bring data into a device on each axis?',
+            'an axis without wraparound is a line (one link in), a wrapped axis a bidirectional '
+            'ring (two); time is the bytes each device receives over those links'),
+    '4.3': ('Now one axis wraps and one does not: treat them separately.',
+            'the wrapped axis of 16 is a bidirectional ring; the axis of 8 is a line; add the '
+            'two phases'),
+    '4.4': ('Latency-bound means the per-step latency costs more than the bytes.',
+            'write the AllGather time as steps · latency + bytes/bandwidth on a bidirectional '
+            'ring and find the V where the two terms are equal'),
+    '4.5': ('In an AllToAll every device sends a different piece to every other: which link is '
+            'busiest?',
+            'count the bytes crossing the middle link of the ring, for pieces of V/n² '
+            'travelling each distance'),
+    '4.6': ('Only the node-to-node part crosses the network: how big is it?',
+            "after the in-node phase each GPU's NIC all-reduces 1/8 of the array across the "
+            'servers on a ring'),
+    '4.7': ('What is left on each device after a reduce-scatter, and in which dtype does '
+            'XLA:CPU move it?',
+            'each device keeps 1/n of the array; on CPU a bf16 collective runs in f32'),
+    '4.8': ("Compare the bandwidth of local memory with the link to a neighbour's.",
+            'divide HBM bandwidth by the one-way NVLink bandwidth (the datasheet counts both ways)'),
+    '4.9': ('Each step forwards one block and pays one latency.',
+            'multiply the number of steps by the time of one step: latency plus a block over '
+            'the bandwidth'),
+    '4.10': ('Do the axes one after the other; a wrapped axis sends both ways.',
+             'for each axis count its hops and the links that bring data in, then add the phases'),
+    '4.11': ('Two levels: inside the node on NVLink, then across nodes on the network.',
+             "an AllReduce in the node over m GPUs, then one across the k nodes on each GPU's "
+             '1/m share, each as a ring'),
+    '4.12': ('NCCL runs one ring per NIC: which link finishes last?',
+             'compute the NVLink time and the NIC time of a ring AllReduce, each with its share '
+             'of V; the slower decides'),
+}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+WRONG_METHODS["4.9"] = {
+    "latency left out": (
+        lambda nbytes, n, bytes_per_s, latency: (n - 1) * nbytes / (n * bytes_per_s)
+        + 0 * latency,
+        "each of the n - 1 steps also pays the link's latency"),
+    "the whole array every step": (
+        lambda nbytes, n, bytes_per_s, latency: (n - 1) * (latency + nbytes / bytes_per_s),
+        "in each step a device forwards one block, V/n bytes, not the whole array"),
+}
+WRONG_METHODS["4.10"] = {
+    "every axis a line (wraparound ignored)": (
+        lambda nbytes, shape, link_bytes_per_s, latency, wraparound: torus_all_gather_time(
+            nbytes, shape, link_bytes_per_s, latency, (False,) * len(shape)),
+        "a wrapped axis is a bidirectional ring: half the hops, and two links bring data in"),
+    "no (n - 1)/n factor": (
+        lambda nbytes, shape, link_bytes_per_s, latency, wraparound: (
+            torus_all_gather_time(nbytes, shape, link_bytes_per_s, latency, wraparound)
+            - sum(k // 2 if w else k - 1 for k, w in zip(shape, wraparound) if k > 1) * latency)
+        * np.prod(shape) / max(np.prod(shape) - 1, 1)
+        + sum(k // 2 if w else k - 1 for k, w in zip(shape, wraparound) if k > 1) * latency,
+        "each device already holds its own 1/n of the array: it receives (n - 1)/n of it"),
+}
+WRONG_METHODS["4.11"] = {
+    "the network phase on the whole array": (
+        lambda nbytes, m, k, w_intra, w_inter, latency_intra, latency_inter: (
+            hierarchical_all_reduce_time(nbytes, m, 1, w_intra, w_inter, latency_intra,
+                                         latency_inter)
+            + hierarchical_all_reduce_time(nbytes, 1, k, w_intra, w_inter, latency_intra,
+                                           latency_inter)),
+        "after the in-node phase each GPU holds 1/m of the array: only that share crosses the "
+        "network"),
+    "a flat ring at the network's speed": (
+        lambda nbytes, m, k, w_intra, w_inter, latency_intra, latency_inter: (
+            hierarchical_all_reduce_time(nbytes, 1, m * k, w_intra, w_inter, latency_intra,
+                                         latency_inter)),
+        "that is one flat ring over all GPUs at the network's bandwidth: the hierarchical "
+        "AllReduce keeps most of the traffic on the fast links inside the node"),
 }

@@ -119,3 +119,47 @@ WRONG_METHODS = {
     "13.8": {"latency left out": lambda p: (p.m + p.p - 1) * 3 * p.t_f,
              "latency per micro-batch": lambda p: (p.m + p.p - 1) * (3 * p.t_f + 2 * p.t_c)},
 }
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '13.1': ('Draw the schedule: how long does a step take, and how much of it is a device idle?',
+             'count the chunk-times of the step from the micro-batches, the virtual stages and '
+             'the ramp-up and drain'),
+    '13.2': ('The busy share of a step grows with the micro-batches.',
+             'write the busy share as a function of m, require it to reach u, solve and round up'),
+    '13.3': ('A stage first fills the pipeline, then alternates, then drains.',
+             'warm-up forwards (fewer for later stages), then forward-backward pairs, then the '
+             'remaining backwards'),
+    '13.4': ('Walk through the order and count what is held.',
+             "a forward adds a micro-batch's activations, a backward frees them; keep the "
+             'running maximum'),
+    '13.5': ('How many micro-batches does each schedule keep in flight?',
+             'GPipe runs every forward first; 1F1B caps the forwards ahead at the stage count; '
+             'interleaving adds a little'),
+    '13.6': ('What crosses a stage boundary, and how often?',
+             'one activation tensor per micro-batch and virtual stage, forward, and its '
+             'gradient backward'),
+    '13.7': ('The first stage also holds the embedding.',
+             "the first stage's layers times the parameters per layer, plus the embedding"),
+    '13.8': ("Where on the critical path does each send's latency appear?",
+             'the forward and the backward wave each cross the stage boundaries once on the '
+             'critical path'),
+    '13.9': ("Compare the two schedules' ramp-up and drain.",
+             '1F1B reorders the same work: look at what it changes (the idle time, or the memory?)'),
+}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+WRONG_METHODS["13.4"]["every forward counted"] = (
+    WRONG_METHODS["13.4"]["every forward counted"],
+    "a backward frees the activations of its micro-batch: count forwards minus backwards as "
+    "you go and keep the largest")
+WRONG_METHODS["13.9"] = {
+    "yes, 1F1B shrinks it": (
+        lambda: "yes",
+        "1F1B reorders the same forwards and backwards: the ramp-up and drain, and so the "
+        "bubble, stay the same; what it shrinks is the activation memory"),
+}
+

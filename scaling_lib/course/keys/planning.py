@@ -112,3 +112,73 @@ WRONG_METHODS = {
     "17.5": {"days times u": lambda p: p.days * p.u,
              "days over sqrt(u)": lambda p: p.days / math.sqrt(p.u)},
 }
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '17.1': ('Training days depend on the utilisation: compute both.',
+             "days at each utilisation from the FLOPs and the cluster's peak; subtract"),
+    '17.2': ('Every GPU is paid for every extra hour.',
+             'extra hours times GPUs times the price per GPU-hour'),
+    '17.3': ('Chinchilla fixes the tokens per parameter: write C in N alone.',
+             'substitute D = 20·N into C = 6·N·D and solve for N'),
+    '17.4': ('At utilisation u the compute delivered shrinks: how do N and D follow?',
+             'C scales by u; with D ∝ N, both scale by the same factor'),
+    '17.5': ('The same FLOPs at a fraction u of the rate.',
+             'compare the time at the peak with the time at u'),
+    '17.6': ('Steps from tokens, time from steps.',
+             'tokens over tokens per step gives steps; times the step time; convert to days'),
+    '17.7': ('With D = 20·N, C is a function of N alone.',
+             'substitute and solve for N'),
+    '17.8': ('The search returns plans ranked.',
+             'its first plan is the fastest'),
+    '17.9': ("Compare the habit's plan with the best plan.",
+             "the habit's step time over the best plan's"),
+}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+def _habit_step_time():
+    from ...parallelism.estimate import estimate
+
+    c = SEARCH_CASE
+    return estimate(c["cfg"], hardware.cluster(c["gpu"], c["n"]), HEURISTIC, c["global_batch"],
+                    c["T"]).step_time
+
+
+WRONG_METHODS["17.6"] = {
+    "hours, not days": (
+        lambda step_time, n_tokens, global_batch, T: training_days(
+            step_time, n_tokens, global_batch, T) * 24,
+        "that is hours: a day is 86,400 seconds"),
+    "sequence length left out": (
+        lambda step_time, n_tokens, global_batch, T: training_days(
+            step_time, n_tokens, global_batch, T) * T,
+        "a step processes global_batch sequences of T tokens each: tokens per step is B·T"),
+}
+WRONG_METHODS["17.7"] = {
+    "C = 6·N² (the 20 tokens per parameter forgotten)": (
+        lambda flops: math.sqrt(flops / 6),
+        "Chinchilla trains on about 20 tokens per parameter: substitute D = 20·N"),
+    "C = 120·N (not squared)": (
+        lambda flops: flops / 120,
+        "C = 6·N·D with D = 20·N grows as N²: take a square root"),
+}
+WRONG_METHODS["17.8"] = {
+    "the habit's step time": (
+        _habit_step_time,
+        "that is the habitual plan's step time: the search's first plan is the fastest"),
+    "the slowest plan of the table": (
+        lambda: float(_search().table["step_time"][-1]),
+        "the search ranks its plans fastest first: take the first"),
+}
+WRONG_METHODS["17.9"] = {
+    "best over habit (inverted)": (
+        lambda: 1 / heuristic_slowdown(),
+        "that is the best plan's time over the habit's: the slowdown is the habit's over the "
+        "best, at least 1"),
+    "the difference in seconds": (
+        lambda: _habit_step_time() - best_step_time(),
+        "the question asks for a ratio of step times, not their difference"),
+}

@@ -193,3 +193,117 @@ def _peak(p):
 
     return hardware.get(p.accelerator).peak_flops_per_s("bf16")
 
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '12.1': ('The shape left of the opcode says the element type and the dimensions.',
+             'multiply the dimensions by the bytes of the element type'),
+    '12.2': ('The replica groups are written as an iota over a reshaped, transposed array.',
+             'lay out 0..7 in the shape after <=, apply the transpose, then read the rows'),
+    '12.3': ('How many multiply-adds does the einsum do?',
+             'one multiply and one add for every combination of all its indices'),
+    '12.4': ('Does cost_analysis know how many times the loop runs?',
+             'it visits each instruction of the program once, the loop body included'),
+    '12.5': ('After partitioning, whose program is compiled?',
+             'the compiled module is what one device runs: divide accordingly'),
+    '12.6': ('One op can appear many times in a trace.',
+             "add up each op's durations before comparing"),
+    '12.7': ("Compare the op's math time with its memory time.",
+             'F/C against N/W, with N counting x, W and the output once each'),
+    '12.8': ('The roofline time is not always the compute time.',
+             'take the larger of F/C and N/W and compare the measured time with it'),
+    '12.9': ('What does each device hold of w, and of x?',
+             'its shard of w and a full copy of x'),
+    '12.10': ('The slower of math and memory decides.',
+              'the larger of FLOPs over the bf16 peak and bytes over HBM bandwidth'),
+    '12.11': ('An op may run many times: total it first.',
+              'sum the durations per op name, then take the largest'),
+    '12.12': ('The sharding constraint disagrees with how h is produced.',
+              'constrain h to the batch sharding (or drop the constraint) so XLA need not '
+              'gather it'),
+}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+def _most_frequent(events):
+    counts = {}
+    for e in events:
+        counts[e.op] = counts.get(e.op, 0) + 1
+    return max(counts, key=counts.get)
+
+
+def _mlp_sharded_features(x, w1, w2):
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    mesh = simulate.make_mesh((_N_DEVICES,), ("X",))
+    h = jnp.tanh(x @ w1)
+    h = jax.lax.with_sharding_constraint(h, NamedSharding(mesh, P(None, "X")))
+    return h @ w2
+
+
+def _mlp_replicated(x, w1, w2):
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    mesh = simulate.make_mesh((_N_DEVICES,), ("X",))
+    h = jax.lax.with_sharding_constraint(jnp.tanh(x @ w1), NamedSharding(mesh, P()))
+    return h @ w2
+
+
+WRONG_METHODS["12.2"]["the group of device 0"] = (
+    lambda p: np.array(sorted(next(g for g in simulate.parse_replica_groups(
+        replica_groups_text(p)) if 0 in g))),
+    "that is device 0's group: find the group that contains the device the question names")
+WRONG_METHODS["12.3"]["one multiply-add per output element"] = (
+    lambda p: 2 * p.B * p.T * p.F,
+    "each output element sums D products: count a multiply and an add for every (b, t, d, f)")
+WRONG_METHODS["12.4"]["the body counted L - 1 times"] = (
+    lambda p: (p.L - 1) * scan_cost_flops(p),
+    "cost_analysis visits the loop body once, whatever the trip count")
+WRONG_METHODS["12.5"]["divided by n twice"] = (
+    lambda p: sharded_cost_flops(p) / p.n,
+    "each device multiplies its B/n rows by the whole W: divide the global FLOPs by n once")
+WRONG_METHODS["12.6"]["the first op of the trace"] = (
+    lambda p: synthetic_events(p)[0].op,
+    "that is the first op in the trace: add up each op's durations and take the largest total")
+WRONG_METHODS["12.7"]["fp32 bytes (4 per value)"] = (
+    lambda p: profile.bound(matmul_flops(p.B, p.D, p.D), 2 * matmul_bytes(p.B, p.D, p.D),
+                            p.accelerator),
+    "the matmul is bf16: 2 bytes per value")
+WRONG_METHODS["12.8"]["measured over roofline (inverted)"] = (
+    lambda p: 1 / roofline_efficiency(p),
+    "that is the measured time over the roofline time: the efficiency is roofline over measured, "
+    "at most 1")
+WRONG_METHODS["12.10"] = {
+    "the sum of the two times": (
+        lambda flops, nbytes, accelerator: profile.roofline_time(flops, 0, accelerator)
+        + profile.roofline_time(0, nbytes, accelerator),
+        "the roofline time is the larger of the math and memory times, not their sum"),
+    "the math time only": (
+        lambda flops, nbytes, accelerator: profile.roofline_time(flops, 0, accelerator),
+        "a memory-bound op takes its memory time: take the larger of the two"),
+}
+WRONG_METHODS["12.11"] = {
+    "the longest single event": (
+        lambda events: max(events, key=lambda e: e.duration).op,
+        "an op that runs many times can take more time in total: add each op's durations "
+        "first"),
+    "the most frequent op": (
+        _most_frequent,
+        "that op runs most often, but the slowest is the one whose durations add up to the most"),
+}
+WRONG_METHODS["12.12"] = {
+    "features sharded instead of the batch": (
+        lambda B: mlp_collectives(_mlp_sharded_features, B),
+        "sharding h on its features makes the second matmul a partial sum: constrain it to the "
+        "batch sharding P('X', None), as x is"),
+    "the replicated constraint kept": (
+        lambda B: mlp_collectives(_mlp_replicated, B),
+        "a replicated h forces an all-gather of the batch: keep it sharded on the batch"),
+}

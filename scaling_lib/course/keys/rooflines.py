@@ -156,3 +156,60 @@ WRONG_METHODS = {
             "link bandwidth counted both ways": _net_both_ways,
             "GB/s read as GiB/s": _net_gib},
 }
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '1.1': ('How many FLOPs does the matmul do, and how fast can the chip do them?',
+            'count a multiply and an add for each of the B·D·F products, then divide by the '
+            "chip's dense bf16 peak"),
+    '1.2': ('Intensity is FLOPs over bytes: which bytes move between HBM and the chip?',
+            'count the FLOPs of the matmul and the bf16 bytes of both inputs and the output, '
+            'every term kept'),
+    '1.3': ("The critical batch is where the matmul's intensity reaches the chip's ridge.",
+            'for B much smaller than D and F the intensity is about B; compare it with peak '
+            'FLOP/s over HBM bytes/s'),
+    '1.4': ('Which of FLOPs, bytes and peak does int8 storage change?',
+            'recount only the weight bytes at 1 byte per element; keep the FLOPs and the bf16 peak'),
+    '1.5': ("Compare two intensities: the matmul's and the chip's.",
+            "compute the matmul's FLOPs over its exact bytes and the chip's peak over its HBM "
+            'bandwidth'),
+    '1.6': ('Without overlap, does the op wait for the slower of math and memory, or for both?',
+            'get the bytes from the FLOPs and the intensity; the time is the math time plus the '
+            'memory time'),
+    '1.7': ("At the network ridge, the matmul's time equals the time to send its partial sums.",
+            "write the math time of one chip's half and the time to send its bf16 [B, F] "
+            'partial sum over the link; set them equal and solve for B'),
+    '1.8': ('With perfect overlap, which of the two times decides?',
+            'take the element-wise larger of the two times; it must work on numpy arrays too'),
+    '1.9': ('Intensity: FLOPs per byte moved.',
+            'count 2 FLOPs per product and the bf16 bytes of both inputs and the output'),
+}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21: every exercise lists at
+# least its two most common slips, computed from the key's functions with the slip applied).
+
+WRONG_METHODS["1.5"]["fp32 bytes (4 per element)"] = (
+    lambda p: bool(_intensity_fp32(p) > _acc(p).critical_intensity("bf16")),
+    "that counts 4 bytes per element: the matmul is bf16, 2 bytes per element")
+WRONG_METHODS["1.8"] = {
+    "the sum (no overlap)": (
+        lambda flops, nbytes, flops_per_s, bytes_per_s: flops / flops_per_s + nbytes / bytes_per_s,
+        "that adds the two times, as if nothing overlapped: the roofline time assumes perfect "
+        "overlap, so the slower of the two decides"),
+    "the math time only": (
+        lambda flops, nbytes, flops_per_s, bytes_per_s: flops / flops_per_s + 0 * nbytes,
+        "that is the math time alone: a memory-bound op takes its memory time"),
+}
+WRONG_METHODS["1.9"] = {
+    "output write forgotten": (
+        lambda B, D, F: 2 * B * D * F / (2 * (B * D + D * F)),
+        "the output [B, F] is written to HBM too: count its bytes"),
+    "fp32 bytes (4 per element)": (
+        lambda B, D, F: 2 * B * D * F / (4 * (B * D + D * F + B * F)),
+        "that counts 4 bytes per element: a bf16 value is 2 bytes"),
+    "one FLOP per multiply-add": (
+        lambda B, D, F: B * D * F / (2 * (B * D + D * F + B * F)),
+        "a multiply-add is 2 FLOPs: count both"),
+}

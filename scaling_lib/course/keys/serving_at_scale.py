@@ -27,7 +27,7 @@ def step_time(p):
 def best_batch(p):
     """Ex 21.3: batch with the most tokens/s within the TPOT budget p.budget that fits."""
     return serving.best_batch(p.model, p.accelerator, p.n, tpot_budget=p.budget,
-                              prompt_len=p.P, gen_len=p.G)
+                              prompt_len=p.P, gen_len=p.G, tp=p.n)
 
 
 def pd_ratio(p):
@@ -79,8 +79,8 @@ def mp_limit(p):
 def cost_per_million(p):
     """Ex 21.12: dollars per million output tokens at p.price per device-hour."""
     return float(serving.estimate(p.model, p.accelerator, p.n, batch=p.B, prompt_len=p.P,
-                                  gen_len=p.G, price_per_device_hour=p.price)
-                 .cost_per_million_tokens)
+                                  gen_len=p.G, price_per_device_hour=p.price, tp=p.n,
+                                  prefill="static").cost_per_million_tokens)
 
 
 # ---- common wrong methods (tests/test_wrong_methods.py checks that each one FAILs) -------------
@@ -104,12 +104,13 @@ def _one_device_bandwidth(p):
 
 def _largest_that_fits(p):
     return serving.best_batch(p.model, p.accelerator, p.n, tpot_budget=1e9, prompt_len=p.P,
-                              gen_len=p.G)
+                              gen_len=p.G, tp=p.n)
 
 
 def _budget_without_comm(p):
     B = np.arange(1, 4097)
-    e = serving.estimate(p.model, p.accelerator, p.n, batch=B, prompt_len=p.P, gen_len=p.G)
+    e = serving.estimate(p.model, p.accelerator, p.n, batch=B, prompt_len=p.P, gen_len=p.G,
+                         tp=p.n)
     t = inference.decode_step_time(p.model, B, _context(p), p.accelerator, p.n)
     ok = np.asarray(e.fits) & (np.asarray(t) <= p.budget)
     return int(B[ok].max()) if ok.any() else 0
@@ -168,3 +169,47 @@ def _no_first_token(left, waiting, max_batch, gen_len):
     new = min(waiting, max_batch - len(left))
     after = [x - 1 for x in left] + [gen_len] * new
     return [x for x in after if x > 0]
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '21.1': ('The weights must fit.',
+             'the weight bytes over HBM per device, rounded up'),
+    '21.2': ("A decode step is a roofline step plus TP's all-reduces.",
+             'the larger of math and memory time across the chips, plus two all-reduces per layer'),
+    '21.3': ('Try every batch.',
+             'keep the batches that fit and meet the budget, take the one with the most throughput'),
+    '21.4': ('Match the rate sequences leave decode with the rate prefill fills them.',
+             'a decode server frees B slots every G steps; one prefill server fills one per '
+             'prefill time'),
+    '21.5': ("Tokens gained per round over the round's cost.",
+             'expected tokens per round from the acceptance rate, over 1 + γ·c target steps'),
+    '21.6': ('Speculation stops paying when the speed-up falls to 1.',
+             "set tokens per round over the round's cost equal to 1 and solve for c"),
+    '21.7': ('What is left of HBM after the weights, in tokens?',
+             'the free bytes over the cache bytes per token'),
+    '21.8': ('Preallocation reserves max_len per slot.',
+             'one minus the tokens actually held over the tokens reserved'),
+    '21.9': ('A sequence needs whole blocks.',
+             'round each length up to blocks; allocate in order and stop at the first that does '
+             'not fit'),
+    '21.10': ('A step admits what fits, advances the rest, and drops the finished.',
+              'admit min(waiting, free slots), decrement the others, drop those at zero'),
+    '21.11': ('When does the ICI time exceed the HBM time?',
+              'write both per step and solve for the model-parallel degree'),
+    '21.12': ('Cost per token: dollars per second over tokens per second.',
+              "the server's dollars per second over its output tokens per second, scaled to a "
+              'million'),
+}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+WRONG_METHODS["21.6"]["E (the expected tokens per round)"] = (
+    lambda p: serving_engine.expected_tokens_per_step(p.alpha, p.gamma),
+    "speculation pays while the tokens per round exceed the round's cost 1 + γ·c: solve that "
+    "for c")
+WRONG_METHODS["21.10"]["finished requests kept"] = (
+    lambda left, waiting, max_batch, gen_len: [x - 1 for x in left] + [gen_len - 1] * min(
+        waiting, max_batch - len(left)),
+    "a request whose last token was produced leaves the batch: drop the zeros")

@@ -180,3 +180,89 @@ def on_devices(local, layout):
         return out
 
     return run
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '9.1': ('Does the contracting dimension (or an output dimension used twice) live on a mesh '
+            'axis?',
+            'only a sharded contracting dimension needs a collective after the multiply; two '
+            'output dimensions on one axis need one before'),
+    '9.2': ('What must arrive at each device, and what does it already hold?',
+            'the gathered weight is V = D·F·a bytes; each device holds V/n of it'),
+    '9.3': ('Case 3 leaves partial sums: which collective adds them, and on which network?',
+            "an AllReduce (a ReduceScatter plus an AllGather) of the output's bytes over the "
+            "node's NVLink"),
+    '9.4': ('Compare the math time with the AllReduce time, each in terms of the sizes.',
+            'write T_math and T_comm per device; two sizes cancel and leave a condition on the '
+            'contracting size'),
+    '9.5': ("Compare the matmul's time with the time to gather the weight.",
+            'D and F cancel: the condition is on the rows r, the chip and the link'),
+    '9.6': ('Overlap replaces a sum by a max.',
+            'compare the time without overlap (the sum) with the time with it (the larger)'),
+    '9.7': ('A collective matmul overlaps each transfer with a partial matmul.',
+            'the first partial matmul has nothing to hide; each later step takes the longer of '
+            'its transfer and its matmul'),
+    '9.8': ('What does each device all-reduce, and in which dtype on CPU?',
+            'each device all-reduces its whole partial output; XLA:CPU moves bf16 collectives '
+            'as f32'),
+    '9.9': ('Either input can be gathered: which is smaller?',
+            'gathering one gives one output sharding, gathering the other another; both are '
+            'correct, so gather the smaller'),
+    '9.10': ('Each device holds a slice of the contracting dimension.',
+             'multiply the local blocks, then add the partial results over the mesh axis'),
+    '9.11': ('Each step multiplies the block you hold while the next one arrives.',
+             'at each step compute with your block, then pass it to a neighbour with ppermute; '
+             'after 7 steps you have seen all 8'),
+}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+def _case3_pmean(a, b):
+    from jax import lax
+
+    return lax.pmean(a @ b, "X")
+
+
+def _case3_no_sum(a, b):
+    return a @ b
+
+
+def _collective_gather(a, b):
+    from jax import lax
+
+    return a @ lax.all_gather(b, "X", axis=0, tiled=True)
+
+
+def _collective_own_block_only(a, b):
+    from jax import lax
+
+    rows = b.shape[0]
+    d = lax.axis_index("X")
+    return lax.dynamic_slice_in_dim(a, d * rows, rows, axis=1) @ b
+
+
+WRONG_METHODS["9.1"]["an AllGather for any sharded dimension"] = (
+    lambda p: "all-gather" if any(LAYOUTS[p.layout][0] + LAYOUTS[p.layout][1]) else "none",
+    "a sharded output dimension needs no collective: only a sharded contracting dimension "
+    "(a partial sum) or a dimension sharded twice on one axis does")
+WRONG_METHODS["9.10"] = {
+    "partial sums returned (no psum)": (
+        lambda A, B: on_devices(_case3_no_sum, "case 3")(A, B),
+        "each device's product is a partial sum over its slice of J: add them over 'X' "
+        "(lax.psum) before returning"),
+    "pmean instead of psum": (
+        lambda A, B: on_devices(_case3_pmean, "case 3")(A, B),
+        "that averages the partial sums: C is their sum, so use lax.psum"),
+}
+WRONG_METHODS["9.11"] = {
+    "an AllGather of B": (
+        lambda A, B: on_devices(_collective_gather, "collective")(A, B),
+        "that gathers B in one collective: the exercise asks you to pass its blocks around "
+        "with ppermute while multiplying, so that no AllGather is compiled"),
+    "own block only (no ppermute)": (
+        lambda A, B: on_devices(_collective_own_block_only, "collective")(A, B),
+        "each device multiplies only the block of B it holds: pass the blocks round the ring "
+        "(ppermute) and add all 8 products"),
+}

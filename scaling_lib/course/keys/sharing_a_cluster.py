@@ -169,3 +169,91 @@ WRONG_METHODS = {
     "20.8": {"re-plan cost left out": _replan_no_cost,
              "linear scaling assumed on 2n GPUs": _replan_linear},
 }
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '20.1': ('What do the extra GPUs add?',
+             'the gain in throughput times FLOPs per token, divided by the GPUs added'),
+    '20.2': ('Growing pays when the time it saves exceeds the re-plan cost.',
+             'compare the remaining time at the old and the new rate; set the saving equal to '
+             'the cost'),
+    '20.3': ('Does the second job fit beside the first?',
+             'it starts on arrival only if both fit; otherwise when the first finishes'),
+    '20.4': ('Utilisation: work done over work possible.',
+             "sum the jobs' FLOPs (attention included) over GPUs × peak × seconds"),
+    '20.5': ('Shortest first, then completion times add up.',
+             'sort by duration; each completion time is the running sum'),
+    '20.6': ('For each larger size that fits, what does each added GPU buy?',
+             'the gain in tokens/s times FLOPs per token over the added GPUs; keep the largest, '
+             '0 if none'),
+    '20.7': ('Walk the queue in order.',
+             'each job starts at its arrival or later, and waits for finishes until its GPUs '
+             'are free'),
+    '20.8': ('Two phases with a restart between them.',
+             'tokens done in phase one, the restart time, then the rest at the new throughput'),
+}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+def _grant_total_gain(curves, alloc, free):
+    """20.6 wrong method: the whole gain in FLOP/s, not per added GPU."""
+    out = []
+    for name, n in alloc.items():
+        c = curves[name]
+        best = 0.0
+        for size in c.sizes:
+            size = int(size)
+            if size > n and size - n <= free:
+                best = max(best, (c.throughput(size) - c.throughput(n)) * c.flops_per_token)
+        out.append(best)
+    return out
+
+
+def _grant_over_new_size(curves, alloc, free):
+    """20.6 wrong method: the gain divided by the new size instead of the GPUs added."""
+    out = []
+    for name, n in alloc.items():
+        c = curves[name]
+        best = 0.0
+        for size in c.sizes:
+            size = int(size)
+            if size > n and size - n <= free:
+                best = max(best, (c.throughput(size) - c.throughput(n)) * c.flops_per_token
+                           / size)
+        out.append(best)
+    return out
+
+
+def _fcfs_one_at_a_time(durations_h, arrivals_h, requests, n_gpus):
+    """20.7 wrong method: each job waits for the previous one to finish, even when both fit."""
+    out, t = [], 0.0
+    for d, a in zip(durations_h, arrivals_h):
+        t = max(t, a) + d
+        out.append(t)
+    return out
+
+
+WRONG_METHODS["20.4"]["a percentage"] = (
+    lambda p: 100 * cluster_utilization(p),
+    "the utilisation is a fraction in [0, 1], not a percentage")
+WRONG_METHODS["20.6"] = {
+    "the whole gain, not per added GPU": (
+        _grant_total_gain,
+        "divide the gain in FLOP/s by the number of GPUs the grant adds"),
+    "per GPU of the new size": (
+        _grant_over_new_size,
+        "the value of a grant is per GPU added: divide by the GPUs the grant adds, not by the "
+        "job's new size"),
+}
+WRONG_METHODS["20.7"] = {
+    "one job at a time": (
+        _fcfs_one_at_a_time,
+        "jobs share the cluster: a job starts as soon as enough GPUs are free, even while "
+        "earlier jobs run"),
+    "no waiting for free GPUs": (
+        lambda durations_h, arrivals_h, requests, n_gpus: [
+            a + d for d, a in zip(durations_h, arrivals_h)],
+        "a job starts only when enough GPUs are free: wait for the running jobs to finish"),
+}

@@ -315,3 +315,79 @@ def checked_two_block_grads(f_backward):
         return out
 
     return run
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '11.1': ('How many AllReduces does a TP layer do, and how big is each?',
+             'each moves the activations a·b·T·D; count two per layer forward and two backward, '
+             "plus the embedding's"),
+    '11.2': ('Compute shrinks with t; the AllReduce bytes do not.',
+             'write the math time and the AllReduce time per device in terms of t; the batch '
+             'cancels; solve for t'),
+    '11.3': ('With more ranks than kv heads, each rank still needs a whole kv head.',
+             'count how many ranks share each kv head'),
+    '11.4': ('Which activations does TP leave replicated?',
+             'only those (norm inputs, residuals, dropout masks) shrink, by the share sequence '
+             'parallelism splits'),
+    '11.5': ('With sequence parallelism each AllReduce becomes two collectives.',
+             "an AllGather and a ReduceScatter per block, forward and backward, plus the loss's "
+             'sums'),
+    '11.6': ('Try every split and keep the best that fits.',
+             'for tp = 1, 2, 4, ..., 64 with fsdp = 64/tp, estimate each plan, drop those that '
+             'do not fit, take the fastest'),
+    '11.7': ('Communication over compute for one layer: what cancels?',
+             'write both per token; the token count cancels and leaves the chip, the link and t'),
+    '11.8': ('The first matmul is column-split: is gelu safe on your columns alone?',
+             'apply gelu to your column shard, multiply by your row shard, then sum the partial '
+             'outputs over the axis'),
+    '11.9': ('Which gradient contracts over the dimension that is split?',
+             'dX contracts over the split F: each device holds only a partial sum'),
+    '11.10': ('Sequence-parallel layers receive split rows; the matmuls need all of them.',
+              'gather the rows before the column-parallel matmul and reduce-scatter after the '
+              'row-parallel one'),
+    '11.11': ("Which operator's backward has to add contributions from every device?",
+              "look at the identity that feeds every device's column shard: its backward is a sum"),
+}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+def _wrong_f_pmean(seed):
+    """11.9 wrong method: f's backward averages the partial cotangents."""
+    jax = _jax()
+    return checked_two_block_grads(lambda _, ct: (jax.lax.pmean(ct, "tp"),))(seed)
+
+
+def _wrong_sp_no_scatter(B, D, F, seed):
+    """11.10 wrong method: gather in, then keep my rows of the unreduced partial output."""
+    jax = _jax()
+
+    def local(x, w1, w2):
+        x = jax.lax.all_gather(x, "tp", axis=0, tiled=True)
+        y = jax.nn.gelu(x @ w1) @ w2
+        rows = y.shape[0] // 8
+        return jax.lax.dynamic_slice_in_dim(y, jax.lax.axis_index("tp") * rows, rows, 0)
+    return on_devices(local, "sequence")(B, D, F, seed)
+
+
+WRONG_METHODS["11.8"]["no g (partial sums returned)"] = (
+    WRONG_METHODS["11.8"]["no g (partial sums returned)"],
+    "each device's output is a partial sum over its slice of F: add them over 'tp' (the g "
+    "operator, lax.psum) before returning")
+WRONG_METHODS["11.8"]["gather the weights instead"] = (
+    WRONG_METHODS["11.8"]["gather the weights instead"],
+    "gathering the weights moves far more bytes than the one AllReduce of the output the "
+    "Megatron split needs: keep the weights split and psum the output")
+WRONG_METHODS["11.9"]["f backward = identity"] = (
+    WRONG_METHODS["11.9"]["f backward = identity"],
+    "f's backward must add the partial gradients of x from every device (an AllReduce): "
+    "passing them through leaves each device with its own part only")
+WRONG_METHODS["11.9"]["pmean instead of psum"] = (
+    _wrong_f_pmean,
+    "the partial gradients of x add up to the gradient: sum them (psum), do not average them")
+WRONG_METHODS["11.10"]["no reduce-scatter"] = (
+    _wrong_sp_no_scatter,
+    "after the row-parallel matmul each device holds a partial sum of every row: "
+    "reduce-scatter it over 'tp' so each keeps its own rows, summed")
+SYNONYMS = {"11.11": {"f": ("the f operator", "f operator", "operator f", "f (identity)")}}

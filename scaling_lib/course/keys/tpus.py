@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ... import hardware, inference
 from ...units import dtype_bytes
 
@@ -142,4 +144,59 @@ WRONG_METHODS = {
         "DCN in bits per second taken as bytes (8x)":
             lambda p: dcn_over_ici(p) / 8,
     },
+}
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '3.1': ('Sampling one token reads every weight once: which bandwidth limits it?',
+            "split the bf16 weights among the chips and divide one chip's share by its HBM "
+            'bandwidth'),
+    '3.2': ("A pod's peak is chips times the peak of one chip.",
+            "multiply the torus shape's sizes to count the chips, then by the bf16 peak per chip"),
+    '3.3': ('Chips times HBM per chip, but in which unit is the HBM given?',
+            "count the chips, multiply by HBM per chip in bytes (v4's 32 GiB is binary)"),
+    '3.4': ('How many chips does one host drive?',
+            "divide the pod's chips by internals.chips_per_host"),
+    '3.5': ('Count hops axis by axis: does the axis wrap around?',
+            'on each axis the farthest chip is half the ring away with wraparound, the whole '
+            'line without; v5e wraps only its axes of 16; add the axes'),
+    '3.6': ('The peak is a product of MXUs, their size and the clock.',
+            "divide the peak by the TensorCores, the MXUs per TensorCore, 2 FLOPs and the MXU's "
+            'size squared'),
+    '3.7': ('The MXU works on whole tiles: how much of the last tile is padding?',
+            'for each padded dimension divide it by itself rounded up to a multiple of the MXU '
+            'size; multiply the two'),
+    '3.8': ('How many elements fit in VMEM, and how does a square block grow?',
+            "n² elements of the dtype's size must fit: solve for n and round down"),
+    '3.9': ('The same bytes over two links: times scale as one over bandwidth.',
+            'take the ratio of the ICI bandwidth to the DCN bandwidth'),
+    '3.10': ('Handle each axis on its own, then add.',
+             'per axis: half the ring with wraparound, the whole line without; sum over the axes'),
+    '3.11': ('Useful work over the padded work, per dimension.',
+             'divide each dimension by itself rounded up to a multiple of the size; use np.ceil '
+             'so arrays work'),
+}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+WRONG_METHODS["3.3"]["a number of GiB, not bytes"] = (
+    lambda p: pod_hbm_bytes(p) / 2**30,
+    "that is the pod's HBM counted in GiB: the answer is in bytes")
+WRONG_METHODS["3.10"] = {
+    "every axis a line (no wraparound)": (
+        lambda shape, wrap: sum(a - 1 for a in shape) + 0 * len(wrap),
+        "a wrapped axis is a ring: its farthest chip is half-way round, not at the far end"),
+    "every axis wraps": (
+        lambda shape, wrap: sum(a // 2 for a in shape) + 0 * len(wrap),
+        "an axis without wraparound is a line: its ends are a - 1 hops apart"),
+}
+WRONG_METHODS["3.11"] = {
+    "rounded down, not up": (
+        lambda dim, mxu_size: dim / (np.maximum(np.floor(dim / mxu_size), 1) * mxu_size),
+        "the MXU pads a partial tile to a whole one: round the tiles up"),
+    "padded over useful (inverted)": (
+        lambda dim, mxu_size: np.ceil(dim / mxu_size) * mxu_size / dim,
+        "that is the padded size over the useful size: the efficiency is useful over padded"),
 }

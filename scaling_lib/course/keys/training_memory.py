@@ -215,3 +215,75 @@ WRONG_METHODS["6.13"] = {
     "vocabulary not split over tp": lambda p: memory.logits_bytes(p.model, p.b, p.T),
     "GiB instead of GB (bytes read as 2^30)": lambda p: logits_memory(p) / 2**30 * 1e9,
 }
+
+# ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
+# one the method; neither gives the answer (scaling_lib.course.grading.tables).
+HINTS = {
+    '6.1': ('List what training keeps per parameter and the bytes of each.',
+            'add the weights, the gradients, a master copy if the recipe keeps one, and each '
+            'optimizer state, each at its own precision'),
+    '6.2': ('Each ZeRO stage shards one more kind of state over the data-parallel devices.',
+            'stage 1 shards the optimizer states, stage 2 also the gradients, stage 3 also the '
+            'weights'),
+    '6.3': ('Without sharding, every device holds every state of every parameter.',
+            "divide the device's HBM by the bytes training keeps per parameter"),
+    '6.4': ('ZeRO-3 divides all the states by the device count; how much of HBM may they use?',
+            'set the sharded model states equal to the share of HBM the question allows, solve '
+            'for the devices and round up to a power of two'),
+    '6.5': ('Korthikanti et al. count the activations each layer saves, in bytes.',
+            'use their per-layer formula for activations without parallelism or recomputation: '
+            "a part linear in s and the attention scores' part"),
+    '6.6': ('Which term does selective recomputation remove, and what does sequence parallelism '
+            'split?',
+            'drop the attention-scores term, then divide what is left by the tensor degree'),
+    '6.7': ('With full recomputation, what does each layer still keep?',
+            "only the layer's 16-bit input is saved"),
+    '6.8': ("What share of a layer's activations is the attention-scores term?",
+            "divide the scores' term by the whole per-layer formula"),
+    '6.9': ('Recomputation runs part of the work again: compare with the work of a step.',
+            'one more forward of the layers, over the forward and backward of the model'),
+    '6.10': ('Let the library add the parts, with the plan of the question.',
+             'build the ParallelPlan of the question and call mem.training_memory with flash '
+             'attention'),
+    '6.11': ('Each stage shards one more kind of state.',
+             'split the bytes into optimizer states, gradients and weights; divide by dp those '
+             'the stage shards'),
+    '6.12': ('Start from the per-layer formula and ask which parts tensor parallelism divides.',
+             'tensor parallelism divides most terms by t; with sequence parallelism the '
+             'remaining replicated part is divided too'),
+    '6.13': ('How big is the logits tensor, and in which precision?',
+             'b·T tokens times V logits each, in fp32, with the vocabulary split over tp'),
+}
+
+
+# ---- More listed mistakes, each with what the student reads (issue 21).
+
+def _zero3_8_bytes(p):
+    """ZeRO-3 with 8 bytes per parameter (no fp32 master copy)."""
+    n = transformer.n_params(p.model)
+    limit = hardware.get(p.accelerator).hbm_bytes / 2
+    dp = 1
+    while 8 * n / dp > limit:
+        dp *= 2
+    return dp
+
+
+WRONG_METHODS["6.4"]["8 bytes per parameter (no master copy)"] = (
+    _zero3_8_bytes,
+    "mixed-precision Adam keeps 16 bytes per parameter: bf16 weights and gradients, an fp32 "
+    "master copy and two fp32 moments")
+WRONG_METHODS["6.5"]["fp32 activations (twice the bytes)"] = (
+    lambda p: 2 * layer_activations(p),
+    "Korthikanti et al.'s formula already counts bytes of 16-bit activations: do not double it")
+WRONG_METHODS["6.9"]["a whole extra pass (100%)"] = (
+    lambda p: full_recompute_overhead(p) * 3,
+    "recomputation runs one more forward of the layers, a third of a training step's work, not a "
+    "whole step")
+WRONG_METHODS["6.11"]["12 bytes of optimizer state sharded at every stage"] = (
+    lambda n_params, dp, stage: 4 * n_params + 12 * n_params / dp,
+    "stage 0 shards nothing; each later stage shards one more kind of state: optimizer, then "
+    "gradients, then weights")
+WRONG_METHODS["6.12"]["the 24 not divided by t"] = (
+    lambda s, b, h, a, t=1, sp=False: s * b * h * ((10 / t if sp else 10) + 24
+                                                    + 5 * a * s / (h * t)),
+    "tensor parallelism splits the attention and MLP activations (the 24·sbh) over t too")

@@ -1,7 +1,8 @@
 """The training-memory calculator (Chapter 6).
 
 ``plot_training_memory`` draws one stacked bar per plan (parameters, gradients, optimizer state,
-activations, logits on one device, from :func:`scaling_lib.memory.training_memory`) against the
+activations, logits and the buffers and reserve around them on one device, from
+:func:`scaling_lib.memory.training_memory`) against the
 accelerator's HBM line; ``explorer()`` wraps it in ipywidgets controls. matplotlib and ipywidgets
 are imported only when these are called; every number comes from the tested library.
 """
@@ -16,7 +17,11 @@ from ...units import fmt_bytes
 PART_COLORS = {"parameters": "#4c72b0", "gradients": "#55a868", "optimizer": "#c44e52",
                "activations": "#8172b2", "logits": "#ccb974", "overhead": "#937860",
                "gather buffers": "#64b5cd", "gradient buckets": "#8c8c8c",
-               "allocator reserve": "#dddddd"}
+               "allocator reserve": "#dddddd",
+               # training_memory's parts beyond the tensors (the timeline's names above)
+               "gathered parameters": "#64b5cd", "gradient accumulator": "#8fd18f",
+               "communication buffers": "#8c8c8c", "runtime reserve": "#b0b0b0",
+               "allocator fragmentation": "#dddddd"}
 
 
 def plot_training_memory(ax, cfg, plans, B=None, T=4096, accelerator="h100", *,

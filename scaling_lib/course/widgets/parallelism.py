@@ -98,7 +98,7 @@ def plot_step(ax, result):
 
 
 def step_time_curves(cfg, accelerator, tokens, T, n_devices, strategies=DEFAULT_STRATEGIES, *,
-                     efficiency=1.0):
+                     efficiency=None):
     """{label: [(n, StepTime or None)]}: each strategy's step for a global batch of ``tokens``
     tokens (sequences of T) on n devices of ``accelerator`` (None where the plan cannot run)."""
     out = {}
@@ -123,7 +123,7 @@ def first_comm_bound(rows):
 
 def plot_step_time_vs_devices(ax, cfg="llama3-8b", accelerator="h100", tokens=2**21, T=2048,
                               n_devices=(8, 16, 32, 64, 128, 256, 512, 1024),
-                              strategies=DEFAULT_STRATEGIES, *, efficiency=1.0):
+                              strategies=DEFAULT_STRATEGIES, *, efficiency=None):
     """Step time against devices for each strategy (log-log), with the compute-only line.
 
     A filled circle marks where a strategy becomes communication-bound (its first exposed

@@ -33,9 +33,10 @@ def plot_breakdown(ax, model="llama3-70b", accelerator="h100", n_devices=8, *, b
     parts = serving.decode_time_breakdown(model, accelerator, n_devices, batch=B, context=S,
                                           dtype=dtype, kv_dtype=kv_dtype)
     e = serving.estimate(model, accelerator, n_devices, batch=B, prompt_len=prompt_len,
-                         gen_len=gen_len, dtype=dtype, kv_dtype=kv_dtype)
+                         gen_len=gen_len, dtype=dtype, kv_dtype=kv_dtype, tp=n_devices)
     fits = np.asarray(e.fits)
-    styles = {"weights": "-", "kv cache": "-", "flops": ":", "communication": "--"}
+    styles = {"weights": "-", "kv cache": "-", "flops": ":", "communication": "--",
+              "launch": "-."}
     for name, t in parts.items():
         t = np.broadcast_to(np.asarray(t, dtype=float), B.shape) * 1e3
         if np.all(t == 0):
@@ -51,7 +52,7 @@ def plot_breakdown(ax, model="llama3-70b", accelerator="h100", n_devices=8, *, b
                                          dtype=dtype, kv_dtype=kv_dtype)
     t_here = float(serving.estimate(model, accelerator, n_devices, batch=batch,
                                     prompt_len=prompt_len, gen_len=gen_len, dtype=dtype,
-                                    kv_dtype=kv_dtype).tpot)
+                                    kv_dtype=kv_dtype, tp=n_devices).tpot)
     ax.plot([batch], [t_here * 1e3], "k*", ms=12, label=f"batch {batch}")
     ax.set_xlabel("batch: sequences decoded together (B)")
     ax.set_ylabel("ms per decode step")

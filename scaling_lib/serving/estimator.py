@@ -1,0 +1,501 @@
+"""Serving at scale: latency, throughput, memory and cost of a model laid out on n devices.
+
+A served request has two phases with different rooflines (Chapter 8). Prefill runs the P prompt
+tokens of each sequence through the model: many tokens share each weight read, so it is
+compute-bound for any real prompt. Decode then makes one token per sequence per step: every
+weight and every cached key and value is read once per step, so it is memory-bound until B is in
+the hundreds. The n devices hold ``replicas`` copies of the model, each tp-way tensor parallel
+and pp pipeline stages (:mod:`.layout`); with B_r = B / replicas sequences per copy:
+
+    TPOT  = decode step of a micro-batch B_r/m over tp devices (m = min(pp, B_r) in flight)
+          = max(F/(tp·C), bytes/(tp·W_hbm)) + (2L+1) all-reduces + pp sends + launch
+    TTFT  = the batch's B_r·P prompt tokens in chunks of c tokens (chunked prefill, Sarathi-Serve:
+            Agrawal et al., OSDI 2024) or in one pass (static batching, the teaching baseline):
+            n_chunks·t_chunk (pipelined over the pp stages)
+    tokens/s = B / t_round   (chunked: in steady state each decode round also carries the
+               B_r·P/G prompt tokens of the requests that replace finished ones)
+             = B·G / (TTFT + G·TPOT)   (static: prefill, then decode)
+    $/1M tokens = price · n / (3600 · tokens/s) · 1e6
+
+with C the peak FLOP/s of :func:`scaling_lib.inference.compute_dtype` and W_hbm the HBM
+bandwidth. The time per output token has one home, :func:`scaling_lib.inference.decode_step_time`;
+the all-reduces come from the training model's collectives (small messages on NVSwitch and ICI,
+the network beyond the scale-up domain). Left free, the layout is the one with the lowest time
+per output token among those that fit (the lowest TTFT among equals).
+
+What it leaves out: requests arriving at different times (the simulator: :mod:`.sim`),
+paged-attention fragmentation, kernel efficiency, sampling, the memory a framework reserves for
+itself, and expert parallelism (an MoE model is sharded like a dense one; its decode reads only
+the experts the batch is expected to touch).
+
+See: Chapter "Serving at scale".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import hardware, inference, models, roofline, transformer
+from ..breakdown import Breakdown
+from ..units import (_brief, check_choice, check_count, check_fraction, check_int, check_positive,
+                     dtype_bytes, scalar_or_array as _out)
+from . import layout as _layout
+
+__all__ = ["ServeEstimate", "estimate", "min_devices", "prefill_decode_ratio",
+           "speculative_speedup", "comm_link", "comm_bound_devices", "pareto_mask",
+           "DEFAULT_CHUNK_TOKENS"]
+
+# Token budget of one chunked-prefill iteration: Sarathi-Serve's larger budget (Agrawal et al.,
+# "Taming Throughput-Latency Tradeoff in LLM Inference with Sarathi-Serve", OSDI 2024, evaluates
+# token budgets of 512 and 2048); vLLM calls it max_num_batched_tokens.
+DEFAULT_CHUNK_TOKENS = 2048
+
+
+@dataclass(frozen=True)
+class ServeEstimate:
+    """What :func:`estimate` returns (SI units; arrays where ``batch`` was an array).
+
+    ttft: seconds until every sequence of the batch has its first token; tpot: seconds per
+    output token of one sequence (one decode step, :func:`scaling_lib.inference.decode_step_time`);
+    tpot_mixed: a decode round with the prefill chunks that ride along in steady state (chunked
+    prefill; = tpot for static batching); latency: ttft + gen_len·tpot; tokens_per_s: output
+    tokens/s of the system; decode_tokens_per_s: B / TPOT, the pure decode rate; memory: bytes
+    per device (weights, kv cache, activations); fits: memory.total <= HBM;
+    cost_per_million_tokens: dollars per million output tokens, None without a price;
+    prefill_bound / decode_bound: "compute", "memory", "communication" or "launch", the largest
+    term; tp, pp, replicas: the layout (chosen or given); prefill: "chunked" or "static".
+    """
+
+    ttft: float
+    tpot: float
+    tokens_per_s: float
+    tokens_per_s_per_device: float
+    decode_tokens_per_s: float
+    memory: Breakdown
+    fits: bool
+    cost_per_million_tokens: float | None
+    prefill_bound: str
+    decode_bound: str
+    n_devices: int
+    scale_up_domain: int
+    tp: int = 1
+    pp: int = 1
+    replicas: int = 1
+    tpot_mixed: float = 0.0
+    latency: float = 0.0
+    prefill: str = "chunked"
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS
+
+    @property
+    def layout(self) -> str:
+        """The layout as text (scalar estimates): "tp=8 pp=2 replicas=1"."""
+        return str(_layout.Layout(int(np.ravel(self.tp)[0]), int(np.ravel(self.pp)[0]),
+                                  int(np.ravel(self.replicas)[0])))
+
+
+def comm_link(accelerator, n_devices):
+    """The link a tensor-parallel group of ``n_devices`` crosses, and the scale-up size.
+
+    Returns (link, devices_per_node): ``None`` (the node's own NVLink / ICI) when n fits in one
+    scale-up domain, else the scale-out link (InfiniBand, DCN) that every all-reduce of a group
+    spanning domains must cross (the collectives model prices both phases).
+
+    >>> comm_link("h100", 8)[0] is None, comm_link("h100", 16)[0].name, comm_link("h100", 1)[1]
+    (True, 'InfiniBand NDR', 8)
+    """
+    acc = hardware.get(accelerator)
+    n = check_int("n_devices", n_devices, maximum=2**24)
+    per_node = _layout.scale_up_domain(acc)
+    if n > 1 and acc.name not in hardware.clusters._SCALE_OUT:
+        raise ValueError(f"n_devices={n} needs the links of {acc.name!r}, which has no default "
+                         "cluster; use n_devices=1 or one of the chips "
+                         f"{', '.join(hardware.clusters._SCALE_OUT)}")
+    return (None if n <= per_node else hardware.cluster(acc, n).inter_node), per_node
+
+
+def _bound(**terms):
+    names = np.array(list(terms))
+    which = np.argmax(np.stack(np.broadcast_arrays(*terms.values())), axis=0)
+    out = names[which]
+    return str(out) if out.ndim == 0 else out
+
+
+compute_dtype = inference.compute_dtype
+
+
+def _evaluate(c, acc, lay, B, P, G, dtype, kv_dtype, mfu, chunk, cuda_graphs):
+    """Every figure of one layout, as arrays over B (the whole deployment's batch)."""
+    tp, pp, reps = lay.tp, lay.pp, lay.replicas
+    act = inference.compute_dtype(acc, dtype)
+    peak = acc.peak_flops_per_s(act)
+    W = acc.hbm_bytes_per_s
+    Br = np.asarray(B, dtype=float) / reps                  # sequences per replica
+    m = np.minimum(pp, np.maximum(np.ceil(Br), 1))           # micro-batches in flight
+    bm = Br / m
+    S = P + G // 2                                           # mean context, whole tokens
+    r = inference.kv_replication(c, tp)
+    # ---- decode: the one home of the time per output token
+    dec = inference.decode_step_parts(c, bm, S, acc, tp * pp, dtype, kv_dtype, tp=tp, pp=pp,
+                                      launch=True, cuda_graphs=cuda_graphs)
+    tpot = (np.maximum(dec["compute"], dec["memory"]) + dec["communication"] + dec["pipeline"]
+            + dec["launch"])
+    # ---- prefill: B_r·P prompt tokens in chunks of c tokens (static: one chunk of them all)
+    prompt = Br * P
+    ck = prompt if chunk is None else np.minimum(float(chunk), prompt)
+    n_chunks = np.ceil(prompt / ck)
+    f_seq = transformer.forward_flops(c, 1, P, causal=True)  # one prompt, causal attention
+    f_chunk = f_seq * Br / n_chunks
+    w_read = inference.weight_bytes_read(c, dtype)
+    t_math = f_chunk / (tp * peak * mfu)
+    t_mem = (w_read + r * transformer.kv_cache_bytes(c, 1, 1, kv_dtype) * ck) / (tp * W)
+    t_comm = (inference.tp_decode_comm_time(c, ck, tp, accelerator=acc, dtype=act)
+              + inference.pipeline_send_time(c, ck, tp, pp, acc, dtype=act))
+    t_launch = inference.launch_time(c, pp=pp, cuda_graphs=cuda_graphs)
+    t_chunk = np.maximum(t_math, t_mem) + t_comm + t_launch
+    ttft = t_chunk + (n_chunks - 1) * t_chunk / pp           # chunks pipeline over the stages
+    # ---- throughput: static (prefill, then decode) or chunked (prefill rides along)
+    if chunk is None:
+        t_round = tpot
+        tokens_per_s = np.asarray(B, dtype=float) * G / (ttft + G * tpot)
+    else:
+        ride = bm * P / G                                    # prompt tokens per round
+        n_it = np.maximum(np.ceil((bm + ride) / chunk), 1)
+        f_ride = f_seq * bm / G
+        r_math = np.asarray(dec["compute"]) + f_ride / (tp * peak * mfu)
+        r_mem = np.asarray(dec["memory"]) + (n_it - 1) * w_read / (tp * W)             + r * transformer.kv_cache_bytes(c, 1, 1, kv_dtype) * ride / (tp * W)
+        per_it = (bm + ride) / n_it
+        r_rest = n_it * (inference.tp_decode_comm_time(c, per_it, tp, accelerator=acc, dtype=act)
+                         + inference.pipeline_send_time(c, per_it, tp, pp, acc, dtype=act)
+                         + t_launch)
+        t_round = np.maximum(r_math, r_mem) + r_rest
+        tokens_per_s = np.asarray(B, dtype=float) / t_round
+    # ---- memory per device
+    Bmax = np.ceil(Br)
+    mem = {
+        "weights": _layout.weight_bytes_per_device(c, tp, pp, dtype) + 0.0 * Br,
+        "kv cache": _layout.kv_cache_bytes_per_device(c, tp, Bmax, P + G, kv_dtype, pp=pp)
+        + 0.0 * Br,
+        "activations": ck * (2 * c.D + 2 * c.F / tp) * dtype_bytes(act) + 0.0 * Br,
+    }
+    total = mem["weights"] + mem["kv cache"] + mem["activations"]
+    return dict(
+        ttft=ttft, tpot=tpot, tpot_mixed=t_round, tokens_per_s=tokens_per_s,
+        decode_tokens_per_s=np.asarray(B, dtype=float) / tpot, latency=ttft + G * tpot,
+        fits=total <= acc.hbm_bytes, mem=mem,
+        prefill_bound=_bound(compute=t_math, memory=t_mem, communication=t_comm,
+                             launch=t_launch + 0.0 * t_math),
+        decode_bound=_bound(compute=dec["compute"], memory=dec["memory"],
+                            communication=np.asarray(dec["communication"]) + dec["pipeline"],
+                            launch=dec["launch"]),
+        ok=Br >= 1)
+
+
+def estimate(cfg, accelerator, n_devices, *, batch, prompt_len, gen_len, dtype="bf16",
+             kv_dtype=None, prefill_mfu=0.4, price_per_device_hour=None, tp=None, pp=None,
+             replicas=None, prefill="chunked", chunk_tokens=DEFAULT_CHUNK_TOKENS,
+             cuda_graphs=True) -> ServeEstimate:
+    """Latency, throughput, memory and cost of serving ``cfg`` on ``n_devices``.
+
+    ``batch`` sequences (over the whole deployment, split evenly over the replicas) of
+    ``prompt_len`` prompt tokens decode ``gen_len`` tokens each (formulas: the module
+    docstring). The layout: ``tp``, ``pp``, ``replicas`` (tp·pp·replicas = n); left as None,
+    every layout the model allows is tried (:func:`scaling_lib.serving.layouts`: tp inside the
+    scale-up domain, pipeline stages across nodes) and the one with the lowest time per output
+    token among those that fit is kept (TTFT breaks ties) (per batch, for an array of batches; the
+    smallest one when none fits). A tp the heads do not allow raises ValueError with the valid
+    choices. ``prefill``: "chunked" (default; ``chunk_tokens`` per iteration, decode rides along)
+    or "static" (the whole batch's prompts in one pass, then decode: the teaching baseline).
+    Memory per device: weights/(tp·pp), the KV cache of :func:`scaling_lib.serving.
+    kv_cache_bytes_per_device` (heads, copies beyond K, stages), and the activations of the
+    tokens of one iteration (the chunk, or B·P for static batching), tokens·(2D + 2F/tp)·a.
+
+    Args: cfg (preset name or TransformerConfig), accelerator (name or Accelerator),
+    n_devices (int), batch, prompt_len, gen_len (counts), dtype / kv_dtype (weights / cache),
+    prefill_mfu (fraction of peak the prefill reaches), price_per_device_hour (dollars),
+    cuda_graphs (decode launched as one graph per step and stage, else kernel by kernel).
+
+    >>> e = estimate("llama3-70b", "h100", 8, batch=1, prompt_len=1024, gen_len=256)
+    >>> e.layout, round(e.tpot * 1e3, 1), e.decode_bound, e.fits
+    ('tp=8 pp=1 replicas=1', 6.2, 'memory', True)
+    >>> e = estimate("llama3-405b", "h100", 16, batch=1, prompt_len=1024, gen_len=256)
+    >>> e.layout, e.fits   # bf16 weights: two nodes, tensor parallel inside, stages across
+    ('tp=8 pp=2 replicas=1', True)
+
+    See: Chapter "Serving at scale", "The two phases and their metrics".
+    """
+    c = models.get(cfg)
+    acc = hardware.get(accelerator)
+    n = check_int("n_devices", n_devices, maximum=2**24)
+    B = check_count("batch", batch)
+    P = check_count("prompt_len", prompt_len)
+    G = check_count("gen_len", gen_len)
+    if np.ndim(P) or np.ndim(G):
+        raise ValueError(f"prompt_len={_brief(prompt_len)} and gen_len={_brief(gen_len)} must be "
+                         "single numbers (only batch may be an array)")
+    mfu = check_fraction("prefill_mfu", prefill_mfu)
+    if price_per_device_hour is not None:
+        price_per_device_hour = check_positive("price_per_device_hour", price_per_device_hour)
+    prefill = check_choice("prefill", prefill, ("chunked", "static"))
+    chunk = None if prefill == "static" else int(check_int("chunk_tokens", chunk_tokens,
+                                                           maximum=2**24))
+    kv_dtype = kv_dtype or dtype
+    dtype_bytes(dtype), dtype_bytes(kv_dtype)  # unknown precisions raise here
+    _, per_node = comm_link(acc, n)
+    options = _layout.layouts(c, acc, n, tp=tp, pp=pp, replicas=replicas)
+    explicit = tp is not None or pp is not None or replicas is not None
+    runs = [_evaluate(c, acc, lay, B, P, G, dtype, kv_dtype, mfu, chunk, cuda_graphs)
+            for lay in options]
+    shape = np.shape(B)
+    # the layout with the lowest TPOT among those that fit (and give each replica a sequence)
+    lat = np.stack([np.broadcast_to(np.asarray(r["tpot"]) * (1 + 1e-9) + 1e-9 * r["ttft"], shape)
+                    for r in runs])  # TPOT first, then TTFT
+    fits = np.stack([np.broadcast_to(r["fits"], shape) for r in runs])
+    ok = np.stack([np.broadcast_to(r["ok"] | explicit, shape) for r in runs])
+    key = np.where(ok, np.where(fits, lat, 1e9 + lat), 1e18 + lat)
+    pick = np.argmin(key, axis=0)
+
+    def take(getter, dtype_=float):
+        stack = np.stack([np.broadcast_to(np.asarray(getter(r), dtype=dtype_), shape)
+                          for r in runs])
+        got = np.asarray(np.take_along_axis(stack, pick[None, ...], axis=0)[0])
+        return got if got.ndim else got[()]
+
+    def num(name):
+        return _out(take(lambda r: r[name]))
+
+    tok = take(lambda r: r["tokens_per_s"])
+    mem = Breakdown({k: _out(take(lambda r, k=k: r["mem"][k])) for k in runs[0]["mem"]},
+                    unit="bytes")
+    fit = take(lambda r: r["fits"], bool)
+    cost = None
+    if price_per_device_hour is not None:
+        cost = _out(price_per_device_hour * n / (3600 * tok) * 1e6)
+    lay_of = [(lay.tp, lay.pp, lay.replicas) for lay in options]
+    ints = [take(lambda r, i=i: lay_of[next(j for j, x in enumerate(runs) if x is r)][i], int)
+            for i in range(3)]
+    ints = [int(x) if np.ndim(x) == 0 else x for x in ints]
+    return ServeEstimate(
+        ttft=num("ttft"), tpot=num("tpot"), tokens_per_s=_out(tok),
+        tokens_per_s_per_device=_out(tok / n), decode_tokens_per_s=num("decode_tokens_per_s"),
+        memory=mem, fits=bool(fit) if np.ndim(fit) == 0 else fit,
+        cost_per_million_tokens=cost,
+        prefill_bound=_str(take(lambda r: r["prefill_bound"], object)),
+        decode_bound=_str(take(lambda r: r["decode_bound"], object)),
+        n_devices=n, scale_up_domain=per_node, tp=ints[0], pp=ints[1], replicas=ints[2],
+        tpot_mixed=num("tpot_mixed"), latency=num("latency"), prefill=prefill,
+        chunk_tokens=chunk or 0)
+
+
+def _str(x):
+    return str(x) if np.ndim(x) == 0 else np.asarray(x, dtype=str)
+
+
+def comm_bound_devices(cfg, accelerator, *, batch=1, context=2048, dtype="bf16", kv_dtype=None,
+                       max_devices=4096):
+    """Smallest power-of-two tensor-parallel degree at which decode turns communication-bound,
+    or None up to ``max_devices`` (or the largest tp the heads allow).
+
+    Tensor parallelism over n devices divides the roofline step, max(F/(n·C), bytes/(n·W_hbm)),
+    by n, but its 2L + 1 all-reduces per step cost at least a few link latencies each
+    (:func:`scaling_lib.inference.tp_decode_comm_time`: small-message algorithms inside the
+    scale-up domain, the network beyond it): the step is communication-bound from the first n
+    where T_comm(n) >= the roofline time. Past that point more devices make each token slower.
+
+    >>> comm_bound_devices("llama3-70b", "h100") > 8  # never inside one NVLink node
+    True
+
+    See: Chapter "Serving at scale", "When model parallelism becomes communication-bound".
+    """
+    c = models.get(cfg)
+    acc = hardware.get(accelerator)
+    B = check_count("batch", batch)
+    S = check_count("context", context)
+    top = check_int("max_devices", max_devices, maximum=2**24)
+    if np.ndim(B) or np.ndim(S):
+        raise ValueError(f"batch={_brief(batch)} and context={_brief(context)} must be single "
+                         "numbers")
+    ok = _layout.tp_choices(c)
+    n = 2
+    while n <= top and n <= max(ok):
+        if n in ok:
+            p = inference.decode_step_parts(c, B, S, acc, n, dtype, kv_dtype, tp=n)
+            if p["communication"] >= max(p["compute"], p["memory"]):
+                return n
+        n *= 2
+    return None
+
+
+def pareto_mask(latency, throughput):
+    """True where a point is on the latency-throughput Pareto front (no other point is better).
+
+    A point is dominated when another has latency <= and throughput >= it, one of them strictly.
+    The front has one home, :func:`scaling_lib.planner.pareto` (two costs to minimise): this is
+    ``pareto(latency, -throughput)``. Pass e.g. ``e.tpot`` and ``e.tokens_per_s`` of an
+    :func:`estimate` over an array of batches (or several device counts, concatenated).
+
+    >>> pareto_mask([1.0, 2.0, 2.0, 3.0], [10.0, 30.0, 20.0, 25.0]).tolist()
+    [True, True, False, False]
+
+    See: Chapter "Serving at scale", "The latency-throughput trade-off".
+    """
+    from ..planner import pareto
+
+    lat = np.atleast_1d(np.asarray(check_positive("latency", latency), dtype=float))
+    thr = np.atleast_1d(np.asarray(check_positive("throughput", throughput, allow_zero=True),
+                                   dtype=float))
+    if lat.shape != thr.shape or lat.ndim != 1:
+        raise ValueError(f"latency and throughput must be 1-D arrays of one shape, not "
+                         f"{lat.shape} and {thr.shape}")
+    if lat.size > 100_000:
+        raise ValueError(f"{lat.size} points: at most 100,000")
+    return pareto(lat, -thr)
+
+
+def best_batch(cfg, accelerator, n_devices, *, tpot_budget, prompt_len, gen_len, dtype="bf16",
+               kv_dtype=None, max_batch=4096, **layout) -> int:
+    """The batch with the most tokens/s whose TPOT stays within ``tpot_budget`` and which fits.
+
+    Evaluates :func:`estimate` at every batch 1..max_batch and keeps the feasible ones (memory
+    fits, TPOT <= budget); returns the one with the highest tokens/s, or 0 when even batch 1 is
+    infeasible. In this model tokens/s grows with the batch, so it is the largest feasible one.
+    ``layout``: :func:`estimate`'s tp, pp, replicas, prefill (default: chosen per batch).
+
+    >>> best_batch("llama3-70b", "h100", 8, tpot_budget=0.02, prompt_len=1024, gen_len=256)
+    409
+
+    See: Chapter "Serving at scale", "The latency-throughput trade-off".
+    """
+    budget = check_positive("tpot_budget", tpot_budget)
+    top = check_int("max_batch", max_batch, maximum=65536)
+    if np.ndim(budget):
+        raise ValueError(f"tpot_budget={_brief(tpot_budget)} must be a single number")
+    B = np.arange(1, top + 1)
+    e = estimate(cfg, accelerator, n_devices, batch=B, prompt_len=prompt_len, gen_len=gen_len,
+                 dtype=dtype, kv_dtype=kv_dtype, **layout)
+    ok = np.asarray(e.fits) & (np.asarray(e.tpot) <= budget)
+    if not ok.any():
+        return 0
+    return int(B[ok][np.argmax(np.asarray(e.tokens_per_s)[ok])])
+
+
+def decode_time_breakdown(cfg, accelerator, n_devices, *, batch, context, dtype="bf16",
+                          kv_dtype=None, tp=None, pp=1, launch=True) -> Breakdown:
+    """A decode step's parts in seconds: reading weights, reading KV, FLOPs, all-reduces, launch.
+
+    From :func:`scaling_lib.inference.decode_step_parts` with tp = n_devices (or the given tp
+    and pp): "weights" and "kv cache" split its memory term (weight bytes and the cache, with
+    the kv copies of tp > K, over n/pp devices), "flops" is its compute, "communication" its
+    all-reduces and pipeline sends, "launch" its launch floor (0 with ``launch=False``). The step
+    (:func:`scaling_lib.inference.decode_step_time`, :func:`estimate`'s TPOT for that layout) is
+    max(weights + kv cache, flops) + communication + launch: the first three overlap, the rest
+    does not. Broadcasts over an array of ``batch``.
+
+    >>> t = decode_time_breakdown("llama3-70b", "h100", 8, batch=1, context=1152)
+    >>> {k: round(v * 1e3, 2) for k, v in t.items() if k != "communication"}  # ms
+    {'weights': 5.19, 'kv cache': 0.01, 'flops': 0.02, 'launch': 0.01}
+
+    See: Chapter "Serving at scale", "The latency-throughput trade-off".
+    """
+    c = models.get(cfg)
+    acc = hardware.get(accelerator)
+    n = check_int("n_devices", n_devices, maximum=2**24)
+    B = check_count("batch", batch)
+    S = check_count("context", context)
+    if np.ndim(S):
+        raise ValueError(f"context={_brief(context)} must be a single number")
+    t = n if tp is None else _layout.check_tp(c, tp)
+    parts = inference.decode_step_parts(c, B, S, acc, n, dtype, kv_dtype, tp=t, pp=pp,
+                                        launch=launch)
+    nbytes = inference.decode_bytes(c, B, S, dtype, kv_dtype)
+    w = np.asarray(nbytes["weights"], dtype=float)
+    kv = inference.kv_replication(c, t) * np.asarray(nbytes["kv cache"], dtype=float)
+    mem = np.asarray(parts["memory"])
+    return Breakdown({
+        "weights": _out(mem * w / (w + kv)), "kv cache": _out(mem * kv / (w + kv)),
+        "flops": parts["compute"],
+        "communication": _out(np.asarray(parts["communication"]) + parts["pipeline"]),
+        "launch": parts["launch"],
+    }, unit="s")
+
+
+__all__ += ["best_batch", "decode_time_breakdown", "compute_dtype"]
+
+
+def min_devices(cfg, accelerator, *, dtype="bf16", kv_bytes=0.0) -> int:
+    """Fewest devices whose HBM holds the weights plus ``kv_bytes``: ⌈(n_params·w + kv)/HBM⌉.
+
+    Every parameter counts (the embedding table too: it must be resident). A real deployment
+    rounds up further, to a tensor-parallel degree that divides the heads (1, 2, 4, 8), and
+    keeps room for activations and the framework; this is the floor.
+
+    >>> min_devices("llama3-70b", "h100"), min_devices("llama3-70b", "h100", dtype="fp8")
+    (2, 1)
+    >>> min_devices("llama3-405b", "h100")  # 811 GB of bf16 weights: more than one node
+    11
+
+    See: Chapter "Serving at scale", "How many chips".
+    """
+    c = models.get(cfg)
+    acc = hardware.get(accelerator)
+    kv = check_positive("kv_bytes", kv_bytes, allow_zero=True)
+    if np.ndim(kv):
+        raise ValueError(f"kv_bytes={_brief(kv_bytes)} must be a single number")
+    if not acc.hbm_bytes:
+        raise ValueError(f"accelerator {acc.name!r} has no HBM size on record; choose one of "
+                         f"{', '.join(hardware.names())}")
+    need = transformer.n_params(c) * dtype_bytes(dtype) + kv
+    n = math.ceil(need / acc.hbm_bytes)
+    if n > 2**24:
+        raise ValueError(f"kv_bytes={kv:g} needs {n:g} devices: more than 2**24; choose a "
+                         "smaller cache")
+    return max(n, 1)
+
+
+def prefill_decode_ratio(prefill_time, decode_step_time, batch, gen_len):
+    """Prefill servers per decode server so that neither waits (disaggregated serving).
+
+    A decode server with ``batch`` slots finishes a sequence every gen_len·decode_step_time /
+    batch seconds on average; a prefill server prepares one every ``prefill_time`` seconds (the
+    prefill of one prompt). Balance: ratio = batch · prefill_time / (gen_len · decode_step_time).
+    Broadcasts over arrays.
+
+    >>> prefill_decode_ratio(0.1, 0.02, 64, 500)  # 64 x 0.1 s of prefill per 10 s of decode
+    0.64
+
+    See: Chapter "Serving at scale", "Disaggregated prefill and decode".
+    """
+    tp = check_positive("prefill_time", prefill_time)
+    td = check_positive("decode_step_time", decode_step_time)
+    B = check_positive("batch", batch)
+    G = check_count("gen_len", gen_len)
+    return _out(B * tp / (G * td))
+
+
+def speculative_speedup(alpha, gamma, draft_cost=0.0):
+    """Expected speed-up of speculative decoding over plain decoding.
+
+    Each round the draft model proposes γ tokens and the target checks them in one step; with
+    each token accepted independently with probability α, the expected tokens per round are
+    (1 - α^(γ+1)) / (1 - α) (γ + 1 at α = 1), Leviathan, Kalman & Matias, "Fast Inference from
+    Transformers via Speculative Decoding", ICML 2023, eq. (1). A round costs one target step
+    plus γ draft steps of ``draft_cost`` target steps each, so
+
+        speed-up = (1 - α^(γ+1)) / ((1 - α)(1 + γ·c)).
+
+    It pays (> 1) only when the draft is cheap and agrees often. Broadcasts over arrays.
+
+    >>> round(speculative_speedup(0.8, 4, 0.05), 3)
+    2.801
+    >>> speculative_speedup(0.0, 4, 0.05)  # nothing accepted: the draft is pure overhead
+    0.8333333333333334
+
+    See: Chapter "Serving at scale", "Speculative decoding".
+    """
+    from .engine import expected_tokens_per_step  # the one home of E(α, γ)
+
+    g = check_count("gamma", gamma, minimum=0)
+    cost = check_positive("draft_cost", draft_cost, allow_zero=True)
+    return _out(np.asarray(expected_tokens_per_step(alpha, g)) / (1 + g * cost))
