@@ -107,6 +107,23 @@ def tables(name: str, modules=None) -> Tables:
     return Tables(tuple(mistake(k, v) for k, v in wrong.items()), tuple(hints), syn, acc)
 
 
+def with_messages(wrong_methods: dict, messages: dict) -> dict:
+    """Give listed mistakes their student-facing messages, in place: ``messages`` maps an exercise
+    to {label: message}; an entry already holding ``(fn, message)`` keeps its function.
+
+    >>> w = {"5.4": {"forward only": abs}}
+    >>> with_messages(w, {"5.4": {"forward only": "that is the forward pass only"}})["5.4"]
+    {'forward only': (<built-in function abs>, 'that is the forward pass only')}
+    """
+    for ex, said in messages.items():
+        for label, message in said.items():
+            if label not in wrong_methods.get(ex, {}):
+                raise ValueError(f"no listed mistake {label!r} for exercise {ex!r}; listed: "
+                                 f"{', '.join(wrong_methods.get(ex, {})) or 'none'}")
+            wrong_methods[ex][label] = (mistake(label, wrong_methods[ex][label]).fn, message)
+    return wrong_methods
+
+
 def apply(fn, p):
     """A method's answer: ``fn()`` when it takes no argument, else ``fn(p)``."""
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ... import planner, reliability
+from ..grading.tables import with_messages
 
 HOUR = 3600.0
 DAY = 86400.0
@@ -145,3 +146,18 @@ WRONG_METHODS["19.7"] = {
 WRONG_METHODS["19.9"]["wall-clock hours (GPUs forgotten)"] = (
     lambda p: run_gpu_hours(p) / p.n,
     "that is the run's wall-clock hours: every one of the n GPUs is billed for them")
+
+with_messages(WRONG_METHODS, {
+    "19.1": {"days over interruptions (days, not hours)": "the answer is in hours",
+             "interruptions per hour": "MTBF is time per failure, not failures per time"},
+    "19.2": {"per-GPU MTBF (no division by n)": "n parts fail n times as often",
+             "divided by the nodes (n/8)": "every GPU can fail: divide by n"},
+    "19.3": {"bf16 weights only (2 bytes/param)": "save the fp32 master weights and both moments",
+             "16 bytes/param (gradients saved too)": "gradients are not saved"},
+    "19.4": {"sqrt(δ·M) (factor 2 missing)": "τ* = sqrt(2·δ·M)",
+             "interval in seconds": "the answer is in minutes"},
+    "19.5": {"restart time ignored": "each failure also costs a restart"},
+    "19.8": {"goodput ignored": "only a share goodput of the wall-clock time is productive",
+             "times goodput instead of over it": "divide the productive time by the goodput"},
+    "19.9": {"GPU-days, not GPU-hours": "the answer is in GPU-hours"},
+})

@@ -8,6 +8,7 @@ import numpy as np
 
 from ... import collectives, hardware, inference, models, serving, serving_parallel, transformer
 from ...units import dtype_bytes
+from ..grading.tables import with_messages
 
 PROMPT, GEN = 2048, 512  # the request shape of the chapter (prompt and output tokens)
 SERVER = {"h100": 8, "tpu-v5e": 16}  # Ex 22.4: one H100 node, a v5e 4x4 slice
@@ -259,3 +260,24 @@ WRONG_METHODS["22.14"] = {
 WRONG_METHODS["22.9"]["one chip (n forgotten)"] = (
     lambda p: prefill_time(p) * p.n,
     "the prompt's FLOPs are split over all n chips")
+
+with_messages(WRONG_METHODS, {
+    "22.1": {"rounded down": "a fraction of a chip does not exist: round up"},
+    "22.2": {"the floor, not rounded up to a topology": "round up to a topology that exists"},
+    "22.3": {"all-reduces left out": "tensor parallelism adds two all-reduces per layer",
+             "one chip's bandwidth": "the n chips read in parallel"},
+    "22.4": {"largest batch that fits, budget ignored": "the batch must meet the budget"},
+    "22.5": {"G forgotten (one token per sequence)": "a sequence decodes G tokens",
+             "batch forgotten": "a decode server runs B sequences at once"},
+    "22.6": {"price of one chip (n forgotten)": "all n chips are paid for",
+             "hours and seconds mixed up": "the price is per hour, the rate per second"},
+    "22.7": {"all HBM usable": "only the usable share of HBM holds weights and cache",
+             "N query heads instead of K kv heads": "the cache holds the K kv heads"},
+    "22.8": {"fp32 activations": "the activations are bf16",
+             "tp times the bytes": "count the bytes of each all-reduce once"},
+    "22.10": {"active parameters only": "idle experts still occupy HBM"},
+    "22.11": {"both directions added": "the question asks for one way",
+              "bits not bytes": "8 bits make a byte"},
+    "22.12": {"NVLink 3 taken as 600 GB/s one way": "NVLink 3 is 300 GB/s each way",
+              "the neighbour's memory read at HBM speed": "a neighbour's HBM is read over NVLink"},
+})

@@ -14,6 +14,7 @@ from ... import hardware, memory, models, simulate
 from ...parallelism import ParallelPlan
 from ...parallelism import context as cx
 from ...units import divisors
+from ..grading.tables import with_messages
 
 LLAMA3 = ["llama3-8b", "llama3-70b", "llama3-405b"]
 # Ex 14.5's starting plan: Llama 3 405B's tensor and pipeline split, full recomputation
@@ -67,10 +68,12 @@ def allgather_bytes(p):
 
 
 def ulysses_max_cp(p):
-    """Ex 14.10: the largest cp Ulysses can use: it must divide the query and kv heads per
-    tensor rank."""
-    n, k = cx.heads_per_rank(p.model, p.tp)
-    return max(d for d in divisors(int(k)) if n % d == 0)
+    """Ex 14.10: the largest cp Ulysses can use at tensor degree p.tp: the library's rules (cp
+    divides the query heads per tensor rank; the kv heads split over cp or are replicated)."""
+    n, _ = cx.heads_per_rank(p.model, p.tp)
+    T = int(n) * 4096  # divisible by every candidate cp: only the heads decide
+    return max(d for d in divisors(int(n)) if not cx.constraints(
+        p.model, ParallelPlan(cp=d, tp=p.tp, cp_variant="ulysses"), 1, T))
 
 
 # ---- implement-it exercises (14.7 ring attention, 14.8 Ulysses) ----------------------------------
@@ -222,8 +225,15 @@ WRONG_METHODS = {
     "14.9": {"kv heads not split by tp": lambda p: 2 * 2 * p.T * models.get(p.model).K
              * models.get(p.model).H,
              "K only": lambda p: allgather_bytes(p) / 2},
-    "14.10": {"query heads per rank": lambda p: int(models.get(p.model).N / p.tp),
-              "K, ignoring tp": lambda p: models.get(p.model).K},
+    "14.10": {"the kv heads per rank must divide it too": (
+                  lambda p: max(d for d in divisors(int(cx.heads_per_rank(p.model, p.tp)[1]))
+                                if cx.heads_per_rank(p.model, p.tp)[0] % d == 0),
+                  "with fewer kv heads than c Ulysses replicates each kv head c/k times: only the "
+                  "query heads per tensor rank must split over c"),
+              "N, ignoring tp": (
+                  lambda p: models.get(p.model).N,
+                  "tensor parallelism has already split the heads: c divides the N/t query heads "
+                  "of one tensor rank")},
 }
 
 # ---- Hints, shown after a FAIL (never before a try): the first FAIL shows the nudge, a later
@@ -236,7 +246,7 @@ HINTS = {
     '14.3': ('What does each variant move per layer?',
              'K and V of the sequence for the all-gather; for the AllToAll, the share a device '
              'keeps is 1/c'),
-    '14.4': ("Write both variants' bytes and divide.",
+    '14.4': ("Write both variants' bytes and divide; mind what happens when c exceeds K.",
              'Ulysses moves Q, K, V and the output; the all-gather K and V only; the ratio '
              'depends on N, K and c'),
     '14.5': ('Which parts of memory does CP divide, and which does it not?',
@@ -252,8 +262,9 @@ HINTS = {
              'second does the reverse'),
     '14.9': ('What does each rank gather?',
              'K and V of the whole sequence, for the kv heads this tensor rank holds'),
-    '14.10': ('Ulysses splits heads: which heads must c divide?',
-              'c must divide both the query heads and the kv heads left per tensor rank'),
+    '14.10': ('Ulysses splits the heads over c: which heads must split evenly?',
+              'c must divide the query heads left per tensor rank; the kv heads either split '
+              'over c or are replicated'),
 }
 
 
@@ -277,3 +288,24 @@ WRONG_METHODS["14.8"]["attention within each device's tokens"] = (
 WRONG_METHODS["14.8"]["scores not scaled by 1/sqrt(H)"] = (
     _wrong_ulysses_unscaled,
     "divide the scores by the square root of the head dimension before the softmax")
+
+_KV_TP = "tensor parallelism splits the kv heads too: count those of one tensor rank"
+with_messages(WRONG_METHODS, {
+    "14.1": {"chunk cp + rank": "rank i's second chunk mirrors its first from the end",
+             "chunk 2·cp - rank (off by one)": "chunks count from 0: the mirror of i is 2c - 1 - i"},
+    "14.2": {"the large-cp limit 2": "compute it at the drawn cp, not its limit",
+             "the last rank does all the work": "compare the busiest rank with the average one"},
+    "14.3": {"V, the full array": "each device keeps its own share and receives the rest",
+             "kv heads not split by tp": _KV_TP},
+    "14.4": {"N/K + 1 (query heads only)": "Ulysses also moves the kv heads and the output",
+             "equal bytes, not fewer": "the question asks where Ulysses sends fewer bytes"},
+    "14.5": {"activations only (model states left out)": "the model states take memory too",
+             "Llama 3's cp 16 scaled with T": "compute what fits, do not scale Llama 3's plan"},
+    "14.6": {"full (non-causal) attention": "causal attention does half the square",
+             "kv heads not split by tp": _KV_TP},
+    "14.7": {"each device's own block only": "merge every block that arrives around the ring",
+             "average of the blocks' softmaxes":
+             "softmaxes of blocks do not average: rescale by the running max and sum"},
+    "14.9": {"kv heads not split by tp": _KV_TP,
+             "K only": "the all-gather brings K and V"},
+})

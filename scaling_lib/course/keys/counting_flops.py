@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ... import models, transformer
 from ...units import DAY
+from ..grading.tables import with_messages
 
 
 def attention_output_flops(p):
@@ -229,3 +230,48 @@ WRONG_METHODS["5.7"]["the projections without the multiply-add's 2"] = (
     lambda p: crossover_projections(p) / 2,
     "a matmul weight costs 2 FLOPs (a multiply and an add) per token, just as attention's "
     "einsums do: count both sides the same way")
+
+_SPARSE = ("the datasheet's \"with sparsity\" peak is twice the dense one: training runs at the "
+           "dense peak")
+with_messages(WRONG_METHODS, {
+    "5.1": {"multiplies only (no factor 2)": "each term is a multiply and an add: 2 FLOPs"},
+    "5.2": {"output layer counted even when tied":
+            "with tie_word_embeddings the output layer reuses the embedding: count V·D once",
+            "no output layer even when untied":
+            "an untied model has its own V·D output layer besides the embedding",
+            "norms left out": "each RMSNorm has D weights: two per layer and a final one",
+            "multi-head attention (K = N)":
+            "K and V have only num_key_value_heads heads (grouped-query attention)"},
+    "5.3": {"two matrices per gated MLP": "a gated (SwiGLU) MLP has three D × F matrices",
+            "share of the non-embedding parameters":
+            "the question asks for the share of all parameters, embeddings included"},
+    "5.4": {"forward only (2N)":
+            "that is the forward pass only: the backward pass does twice its work",
+            "with recomputation (8N)":
+            "the 6N rule counts the model's FLOPs, without recomputing the forward"},
+    "5.5": {"the sparsity peak (2x dense)": _SPARSE,
+            "MFU left out (100% of peak)": "the chips deliver only the MFU's share of their peak"},
+    "5.6": {"attention over the causal half only":
+            "the question counts the full square of scores, without the causal discount"},
+    "5.7": {"multi-head formula T = 2D (grouped-query attention ignored)":
+            "with grouped-query attention the K and V projections are K/N the size of Q's"},
+    "5.8": {"all E experts (total parameters)":
+            "a token uses only its k routed experts per layer",
+            "router left out": "the router's D × E weights run for every token",
+            "tied embeddings (one V x D)": "the model is untied: embedding and output layer each "
+            "have V·D weights"},
+    "5.9": {"the sparsity peak (2x dense)": _SPARSE,
+            "per GPU instead of the whole job": "the question asks for the whole job's tokens/s",
+            "forward FLOPs per token only":
+            "training does forward and backward: count the training FLOPs per token"},
+    "5.10": {"one matmul (the backward 2x forgotten)":
+             "the backward computes two matmuls: the gradient of x and the gradient of W",
+             "forward and backward together": "the question asks for the backward pass alone"},
+    "5.11": {"norms left out": "each layer has two RMSNorms of D weights",
+             "multi-head attention (K = N)": "K and V have K heads of H, not N (grouped-query)"},
+    "5.12": {"input embedding counted as a matmul":
+             "the input embedding is a lookup, not a matmul: it costs no FLOPs",
+             "attention left out": "add attention's QKᵀ and AV over the T keys",
+             "attention over the causal half only":
+             "the question counts attention over all T keys, without the causal discount"},
+})

@@ -13,6 +13,7 @@ import numpy as np
 from ... import hardware, memory, transformer
 from ...parallelism import ParallelPlan, collectives, steptime, timeline, totals
 from ...parallelism.comms import Comm
+from ..grading.tables import with_messages
 
 
 # ---- numeric exercises ---------------------------------------------------------------------------
@@ -388,3 +389,31 @@ WRONG_METHODS["10.9"] = {
 WRONG_METHODS["10.10"]["fp32 gradients"] = (
     lambda p: 2 * tpu_critical(p),
     "the gradients are all-reduced in bf16, 2 bytes per parameter")
+
+with_messages(WRONG_METHODS, {
+    "10.1": {"plain sum (no scaling)": "the mean of equal-sized local means is the global mean",
+             "divide by the sequences of the batch": "each local mean already divides by its rows"},
+    "10.2": {"inverse ratio": "compare the true bytes per parameter with the shortcut's 8",
+             "weights and gradients only (4 bytes)":
+             "Adam's master copy and two moments count too"},
+    "10.3": {"8 bytes per parameter": "mixed-precision Adam keeps 16 bytes per parameter",
+             "reserve ignored": "subtract the memory the question reserves"},
+    "10.4": {"C/W without (n-1)/n": "a ring AllReduce sends 2(n-1)/n of the array",
+             "forward and backward (6Ψ) hide it":
+             "the AllReduce overlaps the backward only, 4Ψ FLOPs per token",
+             "fp32 gradients": "the gradients are all-reduced in bf16"},
+    "10.5": {"flat ring over the NICs": "the AllReduce is hierarchical: NVLink, then the NICs",
+             "inside the node only": "across nodes the NIC phase is the slowest",
+             "NVLink and NIC phases one after the other":
+             "the phases pipeline: the slowest phase decides"},
+    "10.6": {"no backward re-gather": "FSDP gathers the weights again for the backward",
+             "once per step, not per micro-batch": "each micro-batch gathers the weights again",
+             "plain DP's AllReduce": "FSDP gathers and reduce-scatters instead of all-reducing"},
+    "10.7": {"3 collectives vs 1": "compare the bytes crossing the NICs, not the collectives",
+             "3 vs an AllReduce's 2, embedding re-gathered too":
+             "the backward re-gather keeps the embedding",
+             "the same": "FSDP sends more across the nodes than HSDP"},
+    "10.8": {"no gathered buffers": "the gathered layers' bf16 weights take memory too",
+             "one gathered layer": "two layers are gathered at once (prefetch)"},
+    "10.10": {"C/W of one link": "an AllReduce on the torus uses all the chip's links"},
+})

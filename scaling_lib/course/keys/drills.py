@@ -14,6 +14,7 @@ import math
 from ... import collectives, hardware, inference, memory, models, roofline, transformer
 from ...parallelism import pipeline_bubble_fraction
 from ...units import DAY
+from ..grading.tables import with_messages
 from . import rooflines
 
 _GIB_PER_GB = 2**30 / 1e9
@@ -396,3 +397,48 @@ WRONG_METHODS_ALL["93.5"] = {
         lambda p: p.n_tokens / (p.days * 24),
         "that is per hour: the answer is in tokens per second"),
 }
+
+_SPARSE = "the datasheet's \"with sparsity\" figure is twice the dense peak"
+_BOTH = "the figure counts both directions: a transfer goes one way"
+_KV = "each layer caches a key and a value for each of the K kv heads"
+with_messages(WRONG_METHODS_ALL, {
+    "90.1": {"the sparsity figure (2x dense)": _SPARSE,
+             "TFLOP/s written as FLOP/s": "the answer is in FLOP/s: 1 TFLOP/s is 1e12 FLOP/s"},
+    "90.2": {"GiB read as GB": "this chip's capacity is in GiB (2^30 bytes)",
+             "GB read as GiB": "this chip's capacity is in GB (1e9 bytes)"},
+    "90.3": {"bits instead of bytes": "HBM bandwidth is quoted in bytes per second",
+             "TB/s written as bytes/s": "the answer is in bytes/s: 1 TB/s is 1e12 bytes/s"},
+    "90.4": {"both directions added": _BOTH,
+             "bits instead of bytes": "the answer is in bytes per second"},
+    "90.5": {"8 bytes per parameter (bf16 Adam, no fp32 master)":
+             "this recipe's bytes: mixed precision keeps an fp32 master copy",
+             "weights only (2 bytes)": "count gradients and optimizer states too"},
+    "90.6": {"the sparsity peak": _SPARSE},
+    "90.7": {"K only, no V": _KV, "N query heads instead of K kv heads": _KV},
+    "90.8": {"both directions of the link": _BOTH,
+             "an AllGather only": "an AllReduce is a ReduceScatter and an AllGather",
+             "V/W, no 2(n-1)/n": "a ring AllReduce sends 2(n-1)/n of the array"},
+    "91.2": {"forward only (2ND)": "training runs the backward too: 6 FLOPs per parameter-token"},
+    "91.3": {"8 bytes per parameter": "mixed-precision Adam keeps 16 bytes per parameter",
+             "weights only": "count gradients and optimizer states too"},
+    "91.4": {"GiB vs GB": "the answer is in bytes", "K only, no V": _KV},
+    "91.5": {"fp32 weights": "the weights are bf16, 2 bytes each",
+             "one chip": "the n chips read their shares in parallel"},
+    "91.6": {"Megatron's (p-1)/m": "the bubble's share of the step is (p-1)/(m+p-1)"},
+    "92.1": {"2 FLOPs per parameter (forward only)": "training runs forward and backward",
+             "the sparsity peak": _SPARSE},
+    "92.2": {"MFU left out (100%)": "the chips deliver only the MFU's share of their peak",
+             "2ND": "training costs 6 FLOPs per parameter-token"},
+    "92.3": {"no ZeRO sharding": "the stage shards some states over dp",
+             "every part sharded, whatever the stage": "each stage shards one more kind of state"},
+    "92.4": {"both directions of the link": _BOTH,
+             "fp32 gradients": "the gradients are bf16"},
+    "92.5": {"weights in fp32": "the weights are bf16, 2 bytes each",
+             "one chip": "the n chips read in parallel"},
+    "92.6": {"K only, no V": _KV},
+    "93.2": {"one chip's bandwidth": "the n chips read in parallel"},
+    "93.3": {"flat ring at NVLink speed": "the inter-node phase runs at the network's speed"},
+    "93.4": {"Megatron's (p-1)/(v·m)": "the bubble's share of the step is (p-1)/(v·m + p-1)"},
+    "93.6": {"the sparsity peak": _SPARSE,
+             "MFU left out": "the chips deliver only the MFU's share of their peak"},
+})

@@ -10,6 +10,7 @@ import numpy as np
 
 from ... import hardware, models, simulate, transformer
 from ...parallelism import ParallelPlan, expert
+from ..grading.tables import with_messages
 
 MOE_MODELS = ["mixtral-8x7b", "deepseek-v3"]
 # Ex 15.8's links: one-way bytes/s per device (the hardware module's DGX H100 cluster)
@@ -262,3 +263,26 @@ WRONG_METHODS["15.5"]["busiest device over the least busy"] = (
     lambda p: float(device_loads(p).max() / device_loads(p).min()),
     "the slowdown is relative to perfect balance: compare the busiest device with the mean, "
     "not with the least busy")
+
+with_messages(WRONG_METHODS, {
+    "15.1": {"capacity without k (cf·n/E)": "each token makes k assignments: cf·k·n/E",
+             "dropped tokens counted as a fraction": "the question asks for the tokens dropped"},
+    "15.2": {"forward pass only": "the backward runs two AllToAlls as well",
+             "the full V of each AllToAll": "1/ep of the buffer stays on the device",
+             "one expert per token (k = 1)": "each token goes to k experts"},
+    "15.3": {"tokens over the whole ep group": "count the tokens one expert receives",
+             "without k": "each token makes k assignments"},
+    "15.4": {"total parameters": "a token uses only k of the E routed experts",
+             "routed experts only, k of E": "shared experts and the dense parts count too"},
+    "15.6": {"no combine AllToAll": "the expert outputs must go back to their tokens",
+             "local experts only, no AllToAll": "tokens must reach experts on other devices"},
+    "15.7": {"keep the last C": "an expert keeps the first C tokens that chose it",
+             "dropped tokens keep their position": "a dropped token takes no slot"},
+    "15.8": {"forward dispatch only": "count the combine and the backward's AllToAlls",
+             "all k·tokens·D bytes leave the device (no (ep-1)/ep)":
+             "1/ep of the buffer stays on the device"},
+    "15.9": {"forward pass only": "the backward runs the AllToAlls' transposes",
+             "every layer an MoE layer": "the first layers of DeepSeek-V3 are dense"},
+    "15.10": {"experts not split over ep": "each device holds E/ep of the experts",
+              "parameters only (2 bytes each)": "training keeps 16 bytes per parameter"},
+})

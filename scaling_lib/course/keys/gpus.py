@@ -8,6 +8,7 @@ import numpy as np
 
 from ... import hardware, inference
 from ...units import dtype_bytes
+from ..grading.tables import with_messages
 
 
 def tensor_flops_per_clock_per_sm(p):
@@ -244,3 +245,30 @@ WRONG_METHODS["2.10"] = {
         lambda n_tiles, n_sm: n_tiles / (np.maximum(np.floor(n_tiles / n_sm), 1) * n_sm),
         "a partly filled last wave still runs: round the waves up, not down"),
 }
+
+_SPARSE = "the datasheet's \"with sparsity\" peak is twice the dense one: use the dense peak"
+_GIB = "bandwidth is quoted in GB/s (1e9 bytes/s), not GiB/s"
+with_messages(WRONG_METHODS, {
+    "2.1": {"FP32 boost clock instead of the tensor clock":
+            "the tensor-core peak is quoted at its own clock: use that one",
+            "sparsity peak (2x dense)": _SPARSE,
+            "per tensor core instead of per SM": "the question asks per SM: all its tensor cores"},
+    "2.2": {"sparsity peak (2x dense)": _SPARSE,
+            "bytes factor of 2 added to a compute-bound ratio":
+            "a compute-bound model slows by the ratio of the peaks alone"},
+    "2.3": {"disabled / enabled instead of disabled / die":
+            "the share is of the SMs on the die, enabled or not",
+            "share enabled instead of disabled": "the question asks for the share disabled"},
+    "2.4": {"sparsity peak (2x dense)": _SPARSE,
+            "FP32 peak instead of the 16-bit tensor peak": "matmuls run on the 16-bit tensor cores"},
+    "2.5": {"fp32 bytes (4 per element)": "a bf16 element is 2 bytes",
+            "MiB read as MB": "the whitepaper's MB of L2 are MiB (2^20 bytes)"},
+    "2.6": {"old / new instead of new / old": "the growth is the new chip's ridge over the old",
+            "peak growth only": "the ridge is peak over bandwidth: the bandwidth grew too"},
+    "2.7": {"n_tiles / n_SM (no whole waves)": "a wave is paid for whole: round the waves up"},
+    "2.8": {"one byte per bf16 parameter": "a bf16 weight is 2 bytes",
+            "bits counted as bytes": "the answer is in bytes: 16 bits are 2 bytes",
+            "weights not split over the GPUs": "each GPU reads only its share of the weights",
+            "always 8 GPUs": "use the fewest GPUs that hold the weights",
+            "GB/s read as GiB/s": _GIB},
+})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ... import hardware, inference, models, transformer
+from ..grading.tables import with_messages
 
 _DTYPE_OF_BYTES = {4: "fp32", 2: "bf16", 1: "fp8"}
 
@@ -265,3 +266,29 @@ WRONG_METHODS["8.12"]["one device's HBM"] = (
         (hardware.get(accelerator).hbm_bytes - 2 * transformer.n_params(model))
         / transformer.kv_cache_bytes(model, 1, S))),
     "the weights and the cache spread over all n devices: use their HBM together")
+
+with_messages(WRONG_METHODS, {
+    "8.1": {"N query heads instead of K kv heads":
+            "the cache holds keys and values for the K kv heads, not the N query heads",
+            "keys only (no factor 2 for values)": "each layer caches a key and a value",
+            "bits instead of bytes": "the answer is in bytes: a bf16 number is 2 bytes"},
+    "8.2": {"N query heads instead of K kv heads":
+            "the cache holds keys and values for the K kv heads, not the N query heads",
+            "GiB instead of GB (bytes read as 2^30)": "the answer is in bytes"},
+    "8.4": {"K/N instead of N/K": "the multi-head cache is the larger: N/K times the GQA one"},
+    "8.5": {"input embedding counted":
+            "a decode step looks up one row of the embedding table, not the whole table",
+            "int8 counted as 2 bytes": "an int8 weight is 1 byte"},
+    "8.6": {"one device's bandwidth (n_devices forgotten)":
+            "the weights are split over all n devices, which read them in parallel"},
+    "8.7": {"tokens/s of one sequence (1 / step time)":
+            "each step produces a token for every sequence of the batch"},
+    "8.10": {"one FLOP per byte (N/K group forgotten, 4·K·H over 4·K·H)":
+             "each cached key and value serves N/K query heads: count the FLOPs of all N",
+             "fp32 cache (4 bytes per element)": "the cache is bf16, 2 bytes per element"},
+    "8.11": {"keys only (no factor 2 for values)": "each layer caches a key and a value"},
+    "8.12": {"weights forgotten": "the weights take their share of HBM first"},
+    "8.13": {"every expert read": "only the experts some token of the batch chose are read",
+             "B·k experts, no overlap": "tokens of a batch often choose the same experts: "
+             "count the distinct experts expected"},
+})

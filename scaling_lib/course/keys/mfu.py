@@ -5,6 +5,7 @@ from __future__ import annotations
 from ... import hardware, published, transformer
 from ...units import HOUR
 from ...roofline import no_overlap_utilization
+from ..grading.tables import with_messages
 
 
 def _sig3(x):
@@ -280,3 +281,49 @@ WRONG_METHODS["7.9"] = {
         "MFU counts the model's FLOPs, which recomputation does not change: at the same step "
         "time MFU stays the same (HFU rises)"),
 }
+
+_SPARSE = ("the datasheet's \"with sparsity\" peak is twice the dense one: MFU is over the dense "
+           "peak")
+_NO_ATTN = "model FLOPs include attention's QKᵀ and AV: 6N per token leaves them out"
+with_messages(WRONG_METHODS, {
+    "7.1": {"6N, attention left out": _NO_ATTN,
+            "6N + 12LTNH: the input embedding counted as a matmul (untied models)":
+            "the input embedding is a lookup: only the output layer's V·D is a matmul",
+            "attention term left out": _NO_ATTN,
+            "attention over the causal half only":
+            "model FLOPs count attention over all T keys, without the causal discount",
+            "forward pass only": "training runs the backward too: 3 times the forward FLOPs"},
+    "7.2": {"6N per token (no attention)": _NO_ATTN,
+            "hardware FLOPs with full recomputation (HFU)":
+            "MFU counts the model's FLOPs, not the recomputed ones",
+            "the sparsity peak (2x dense)": _SPARSE,
+            "the device count divided twice": "divide by the devices once: the cluster's peak"},
+    "7.3": {"MFU: recomputation not counted":
+            "HFU counts every FLOP the hardware ran: add the recomputed forward",
+            "selective recomputation instead of full":
+            "full recomputation runs each layer's whole forward again"},
+    "7.4": {"the paper's % of peak taken as MFU":
+            "the paper's figure counts recomputed FLOPs: convert it to model FLOPs",
+            "multiplied by 4/3 instead of 3/4":
+            "model FLOPs are fewer than hardware FLOPs: the conversion lowers the figure"},
+    "7.5": {"attention over the causal half only":
+            "count attention over all T keys, as the paper's model FLOPs do",
+            "6N per token (no attention)": _NO_ATTN,
+            "one GPU's FLOP/s for the whole step": "all the GPUs work on the step together"},
+    "7.6": {"6N per token (no attention)": _NO_ATTN,
+            "the sparsity peak (2x dense)": _SPARSE,
+            "GPU-hours not converted to seconds": "a GPU-hour is 3,600 GPU-seconds"},
+    "7.7": {"memory traffic overlapped (max, not sum)":
+            "without overlap the memory time adds to the compute time"},
+    "7.13": {"the bf16 peak": "the fp8 matmuls run at the fp8 peak: weigh each FLOP by its own",
+             "the fp8 peak for every FLOP":
+             "only the fp8 matmuls run at the fp8 peak: the rest at the bf16 peak"},
+    "7.10": {"6N per token (no attention)": _NO_ATTN,
+             "the sparsity peak (2x dense)": _SPARSE},
+    "7.11": {"the sparsity peak (2x dense)": _SPARSE,
+             "forward FLOPs only": "a training step runs forward and backward"},
+    "7.12": {"no conversion: the reported FLOP/s over the peak":
+             "the reported rate counts recomputed FLOPs: convert to model FLOPs first",
+             "multiplied by 4/3 instead of 3/4":
+             "model FLOPs are fewer than hardware FLOPs: the conversion lowers the figure"},
+})

@@ -8,6 +8,7 @@ from ... import hardware, memory, models, transformer
 from ...collectives import collective_bytes
 from ...parallelism import ParallelPlan
 from ...parallelism import mesh as M
+from ..grading.tables import with_messages
 
 LLAMA3_405B = "llama3-405b"
 GPU = "h100"
@@ -176,3 +177,23 @@ WRONG_METHODS["16.8"] = {
         "an inner axis with small degrees can still fit in a node: compare the group's span "
         "with the GPUs per node"),
 }
+
+with_messages(WRONG_METHODS, {
+    "16.1": {"optimizer not sharded (ZeRO-0)": "the optimizer states are sharded over d·c",
+             "sharded over d only, not d·c": "context-parallel ranks hold replicas too",
+             "pipeline split left out": "each device holds one stage's layers"},
+    "16.2": {"stride ignored (group members consecutive)": "members are a stride apart",
+             "order reversed (DP innermost)": "tp is innermost, dp outermost"},
+    "16.3": {"all-reduce sends V, not 2(n-1)/n V": "a ring all-reduce sends 2(n-1)/n of it",
+             "fp32 gradients": "the gradients are bf16",
+             "whole model, not one stage's shard": "each device all-reduces its stage's shard"},
+    "16.4": {"no rounding to a power of two": "round cp up to a power of two",
+             "split over tp too": "tensor parallelism does not split the sequence here"},
+    "16.5": {"cp left out": "n = t · c · p · d: divide by c too",
+             "tp left out": "n = t · c · p · d: divide by t too"},
+    "16.6": {"multiplied by cp": "context parallelism splits sequences, it adds none",
+             "sequences per DP rank only": "multiply by the data-parallel degree"},
+    "16.9": {"all layers, not one stage's": "a device runs only its stage's layers",
+             "forward only": "the backward all-reduces as often",
+             "V instead of 2(t-1)/t V": "a ring all-reduce sends 2(t-1)/t of the array"},
+})

@@ -7,6 +7,7 @@ import numpy as np
 from ... import collectives as C
 from ... import hardware, simulate
 from ...units import dtype_bytes
+from ..grading.tables import with_messages
 
 
 def ring_all_gather(p):
@@ -270,3 +271,38 @@ WRONG_METHODS["4.11"] = {
         "that is one flat ring over all GPUs at the network's bandwidth: the hierarchical "
         "AllReduce keeps most of the traffic on the fast links inside the node"),
 }
+
+with_messages(WRONG_METHODS, {
+    "4.1": {"AllReduce cost (an AllReduce is twice an AllGather)":
+            "that is an AllReduce's time: an AllGather is one pass around the ring",
+            "bidirectional ring (the question's ring is one-way)": "the question's ring is one-way"},
+    "4.2": {"wraparound on both axes (a 4x4 slice has none)": "a 4x4 v5e slice has no wraparound",
+            "one link for the whole slice": "each axis brings data in over its own links"},
+    "4.3": {"wraparound on both axes (the axis of 8 has none)": "the axis of 8 is a line",
+            "no wraparound at all": "the full axis of 16 wraps around: a bidirectional ring"},
+    "4.4": {"one-way ring (n - 1 steps, the full (n-1)/n share)":
+            "the ring is bidirectional: n/2 steps, half the share each way",
+            "all ICI links of the chip as W": "a ring on one axis uses that axis' links only"},
+    "4.5": {"one-way ring (ratio 2)": "the ring is bidirectional",
+            "switch AllToAll share (n - 1)/n^2 on a ring":
+            "on a ring the pieces travel several hops: the middle link is the busiest"},
+    "4.6": {"all the gradients through each NIC (no ReduceScatter in the server first)":
+            "the in-server ReduceScatter leaves each GPU 1/8 of the array for its NIC",
+            "one flat ring over all 8k GPUs through one NIC per server":
+            "each GPU has its own NIC: eight rings run side by side",
+            "an AllGather's cost for the AllReduce": "an AllReduce is two passes: ReduceScatter "
+            "and AllGather"},
+    "4.7": {"bf16 kept at 2 bytes (XLA:CPU widens it to f32)": "XLA:CPU moves bf16 as f32",
+            "operand bytes (the whole array) instead of the result":
+            "a reduce-scatter's result is 1/n of the array"},
+    "4.8": {"NVLink's both-ways figure (datasheet 900 GB/s on H100)":
+            "the datasheet's 900 GB/s counts both directions: 450 GB/s each way",
+            "one NVLink link instead of all of them": "a GPU uses all its NVLink links together"},
+    "4.12": {"one ring through one NIC per server (the whole 2V through one NIC)":
+             "NCCL runs one ring per NIC: each carries 1/8 of the array",
+             "NVLink and NIC times added instead of overlapped":
+             "the rings' NVLink and NIC traffic overlap: the slower decides",
+             "NVLink only (forgetting the NICs)": "the rings cross the NICs between servers",
+             "the hierarchical schedule with its phases in sequence":
+             "the question asks for a flat ring, as NCCL runs it"},
+})

@@ -6,6 +6,7 @@ import math
 
 from ... import models
 from ...parallelism import ParallelPlan, pipeline, pipeline_bubble_fraction
+from ..grading.tables import with_messages
 
 # Ex 13.5's schedules and Ex 13.7's model
 SCHEDULES = ["gpipe", "1f1b", "interleaved"]
@@ -163,3 +164,22 @@ WRONG_METHODS["13.9"] = {
         "bubble, stay the same; what it shrinks is the activation memory"),
 }
 
+
+with_messages(WRONG_METHODS, {
+    "13.1": {"Megatron's (p-1)/(v·m) as a share of the step":
+             "Megatron's (p-1)/(v·m) is relative to the compute time, not the step",
+             "virtual stages left out": "with v virtual stages the ramp-up is in chunk-times"},
+    "13.2": {"Megatron's convention (p-1)/(v·m) <= 1 - u": "the busy share is of the whole step",
+             "rounded down": "too few micro-batches miss the target: round up"},
+    "13.3": {"GPipe's order": "1F1B alternates forwards and backwards after its warm-up",
+             "p - s warm-up forwards": "a stage warms up with p - s - 1 forwards"},
+    "13.5": {"every schedule holds all m (GPipe's)": "1F1B caps the micro-batches in flight",
+             "interleaved holds min(p, m), as 1F1B does": "interleaving holds a little more"},
+    "13.6": {"one direction only": "activations go forward and their gradients come back",
+             "virtual stages left out": "each virtual stage adds its own boundary crossings",
+             "fp32 activations": "the activations are bf16, 2 bytes each"},
+    "13.7": {"embedding left out": "the first stage also holds the V·D embedding",
+             "the even split's first stage": "Llama 3 gives the first stage fewer layers"},
+    "13.8": {"latency left out": "each boundary crossing on the critical path pays the latency",
+             "latency per micro-batch": "only the first wave's crossings are on the critical path"},
+})

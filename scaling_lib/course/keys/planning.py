@@ -10,6 +10,7 @@ import math
 
 from ... import hardware, planner
 from ...parallelism import ParallelPlan
+from ..grading.tables import with_messages
 
 # Megatron-LM's end-to-end estimate counts 8 FLOPs per parameter and token (full recomputation;
 # Narayanan et al. 2021, section 5.1).
@@ -182,3 +183,18 @@ WRONG_METHODS["17.9"] = {
         lambda: _habit_step_time() - best_step_time(),
         "the question asks for a ratio of step times, not their difference"),
 }
+
+with_messages(WRONG_METHODS, {
+    "17.1": {"6 FLOPs per parameter-token (no recomputation)": "the question counts 8·N·D",
+             "ratio of utilisations applied to days at the high one":
+             "compute the days at each utilisation and subtract"},
+    "17.2": {"one GPU's hours": "every GPU of the cluster is paid for",
+             "days not turned into hours": "the price is per GPU-hour"},
+    "17.3": {"D = N (no 20 tokens per parameter)": "Chinchilla's D is about 20·N",
+             "2 FLOPs per parameter-token (inference)": "training costs 6 FLOPs per "
+             "parameter-token"},
+    "17.4": {"tokens scaled by u, not sqrt(u)": "C ∝ N² so N and D each scale by sqrt(u)",
+             "the 10x erratum (억 misread)": "check the powers of ten"},
+    "17.5": {"days times u": "at a fraction u of the rate the same FLOPs take 1/u as long",
+             "days over sqrt(u)": "the FLOPs are fixed here: time scales by 1/u"},
+})

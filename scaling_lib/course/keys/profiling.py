@@ -7,6 +7,7 @@ import numpy as np
 from ... import profile, simulate
 from ...roofline import matmul_bytes, matmul_flops, t_math
 from ...transformer import einsum_flops
+from ..grading.tables import with_messages
 
 _N_DEVICES = 8
 _HLO_BYTES = {"f32": 4, "bf16": 2}
@@ -307,3 +308,17 @@ WRONG_METHODS["12.12"] = {
         lambda B: mlp_collectives(_mlp_replicated, B),
         "a replicated h forces an all-gather of the batch: keep it sharded on the batch"),
 }
+
+with_messages(WRONG_METHODS, {
+    "12.1": {"the operand's bytes": "read the result's shape, left of the opcode",
+             "the whole array in f32": "read the element type and dimensions the HLO gives"},
+    "12.2": {"untransposed iota read": "apply the transpose T(1,0) before reading the rows"},
+    "12.3": {"forgot the factor 2": "cost_analysis counts a multiply and an add: 2 FLOPs"},
+    "12.4": {"every iteration counted": "cost_analysis visits the loop body once"},
+    "12.5": {"the global FLOPs": "the compiled module is what one device runs: 1/n of the work"},
+    "12.6": {"the longest single execution": "add each op's durations before comparing"},
+    "12.7": {"the weights' bytes left out": "the matmul reads its [D, D] weights too"},
+    "12.8": {"compute time only": "the roofline time is the larger of F/C and N/W"},
+    "12.9": {"unsharded weights": "each device holds its 1/n shard of w",
+             "bytes in f32 always": "use the bytes of the drawn dtype"},
+})

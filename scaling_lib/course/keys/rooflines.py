@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ... import hardware, roofline
+from ..grading.tables import with_messages
 
 
 def t_math_matmul(p):
@@ -213,3 +214,26 @@ WRONG_METHODS["1.9"] = {
         lambda B, D, F: B * D * F / (2 * (B * D + D * F + B * F)),
         "a multiply-add is 2 FLOPs: count both"),
 }
+
+with_messages(WRONG_METHODS, {
+    "1.1": {"sparsity peak (2x dense)": "the datasheet's \"with sparsity\" peak is twice the dense one: dense matmuls run at the dense peak",
+            "one FLOP per multiply-add": "a multiply-add is 2 FLOPs: the matmul does 2·B·D·F"},
+    "1.2": {"I ≈ B shortcut instead of the exact count":
+            "I ≈ B holds only when B is much smaller than D and F: count every byte exactly",
+            "output write forgotten": "the output [B, F] is written to HBM too: count its bytes",
+            "fp32 bytes (4 per element)": "a bf16 element is 2 bytes, not 4"},
+    "1.3": {"GB/s read as GiB/s": "HBM bandwidth is quoted in GB/s (1e9 bytes/s), not GiB/s",
+            "sparsity peak (2x dense)": "the datasheet's \"with sparsity\" peak is twice the dense one: dense matmuls run at the dense peak"},
+    "1.4": {"bf16 critical batch (weight bytes ignored)":
+            "int8 weights halve the weight bytes read per FLOP, so the ridge moves",
+            "GB/s read as GiB/s": "HBM bandwidth is quoted in GB/s (1e9 bytes/s), not GiB/s"},
+    "1.5": {"sparsity peak (2x dense)": "the datasheet's \"with sparsity\" peak is twice the dense one: dense matmuls run at the dense peak"},
+    "1.6": {"max (perfect overlap) instead of the sum":
+            "that is the overlapped bound: without overlap the two times add",
+            "sparsity peak (2x dense)": "the datasheet's \"with sparsity\" peak is twice the dense one: dense matmuls run at the dense peak",
+            "bytes = FLOPs x intensity": "intensity is FLOPs per byte: bytes = FLOPs / intensity"},
+    "1.7": {"bytes per element forgotten (C / W)":
+            "the partial sums are bf16, 2 bytes per element: count them in bytes",
+            "link bandwidth counted both ways": "a chip sends one way at the one-way bandwidth",
+            "GB/s read as GiB/s": "link bandwidth is quoted in GB/s (1e9 bytes/s), not GiB/s"},
+})

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ... import hardware, inference, models, serving, serving_engine, serving_sim, transformer
+from ..grading.tables import with_messages
 
 
 def min_chips(p):
@@ -214,3 +215,33 @@ WRONG_METHODS["21.10"]["finished requests kept"] = (
     lambda left, waiting, max_batch, gen_len: [x - 1 for x in left] + [gen_len - 1] * min(
         waiting, max_batch - len(left)),
     "a request whose last token was produced leaves the batch: drop the zeros")
+
+with_messages(WRONG_METHODS, {
+    "21.1": {"bf16 bytes whatever the precision": "use the bytes of the drawn precision",
+             "rounded down instead of up": "a fraction of a chip does not exist: round up"},
+    "21.2": {"all-reduces left out": "tensor parallelism adds two all-reduces per layer",
+             "one device's bandwidth (n forgotten)": "the n devices read in parallel"},
+    "21.3": {"largest batch that fits (budget ignored)": "the batch must meet the budget",
+             "budget on the roofline step, all-reduces left out":
+             "the step time includes the all-reduces"},
+    "21.4": {"generated length forgotten (one token per sequence)":
+             "a sequence occupies its slot for G decode steps",
+             "batch forgotten (one sequence per decode server)": "a decode server runs B at once"},
+    "21.5": {"draft cost ignored (tokens per target step)": "each round also runs γ draft steps",
+             "1 + α·γ tokens (a rejection does not end the round)":
+             "the first rejection ends the round"},
+    "21.6": {"E / γ (the target's own token not subtracted)":
+             "set tokens per round over the round's cost equal to 1 and solve for c"},
+    "21.7": {"cache in the weights' precision": "the cache has its own precision",
+             "weights forgotten": "the weights take their share of HBM first"},
+    "21.8": {"share used, not wasted": "the question asks for the share wasted",
+             "paged with 16-token blocks": "the question preallocates max_len per request"},
+    "21.9": {"tokens, not blocks (no rounding up)": "a request needs whole blocks: round up",
+             "skips past a request that does not fit": "stop at the first that does not fit"},
+    "21.10": {"new requests keep gen_len tokens (prefill's token not counted)":
+              "prefill produces a request's first token: gen_len - 1 are left"},
+    "21.11": {"β forgotten (F / B)": "include the chip's HBM to ICI bandwidth ratio β",
+              "D instead of F": "the MLP's matmul splits F over the chips"},
+    "21.12": {"price of one device (n forgotten)": "the server's n devices are all paid for",
+              "per hour, not per second (3600 forgotten)": "an hour is 3,600 seconds"},
+})

@@ -12,6 +12,7 @@ from ... import collectives as C
 from ... import hardware, simulate
 from ... import roofline as rl
 from ... import sharding as S
+from ..grading.tables import with_messages
 
 # Layouts of A[I, J] . B[J, K] for exercise 9.1, in the book's notation.
 LAYOUTS = {
@@ -266,3 +267,22 @@ WRONG_METHODS["9.11"] = {
         "each device multiplies only the block of B it holds: pass the blocks round the ring "
         "(ppermute) and add all 8 products"),
 }
+
+with_messages(WRONG_METHODS, {
+    "9.2": {"the whole array V": "each device already holds V/n: it receives the rest",
+            "fp32 weights": "the weights are bf16, 2 bytes each"},
+    "9.3": {"an AllGather's cost": "an AllReduce is a ReduceScatter plus an AllGather",
+            "the bytes of one shard": "the AllReduce moves the whole partial output C"},
+    "9.4": {"the per-device matmul not divided by n": "each device does 1/n of the math",
+            "both directions' bandwidth": "use the one-way bandwidth"},
+    "9.5": {"matmul FLOPs without the 2": "a multiply-add is 2 FLOPs",
+            "without the (n - 1) / n": "each device already holds 1/n of the weight"},
+    "9.6": {"the ratio the wrong way round": "the speed-up is the time without over the time with",
+            "the sum over T_math": "overlap hides the shorter of the two: divide by the larger"},
+    "9.7": {"the ideal max(T_math, T_comm)": "the first partial matmul has nothing to overlap",
+            "no overlap": "a collective matmul overlaps each transfer with a partial matmul"},
+    "9.8": {"bf16 bytes": "XLA:CPU moves bf16 collectives as f32",
+            "one shard of C": "each device all-reduces its whole partial C"},
+    "9.9": {"the larger multiplicand": "gather the smaller one: both orders give a right answer",
+            "only B's shard": "count the bytes each device receives to gather the whole input"},
+})

@@ -10,6 +10,7 @@ import numpy as np
 
 from ... import hardware, scheduling, transformer
 from ...units import DAY, HOUR
+from ..grading.tables import with_messages
 
 MODELS = ["llama3-8b", "llama2-13b", "llama3-70b"]
 T = 4096
@@ -257,3 +258,21 @@ WRONG_METHODS["20.7"] = {
             a + d for d, a in zip(durations_h, arrivals_h)],
         "a job starts only when enough GPUs are free: wait for the running jobs to finish"),
 }
+
+with_messages(WRONG_METHODS, {
+    "20.1": {"divided by all 2n GPUs, not the n added": "divide by the GPUs added",
+             "average FLOP/s per GPU at 2n instead of the marginal":
+             "the marginal value is the gain over the GPUs added"},
+    "20.2": {"cost times the rate gap": "compare the remaining times at the two rates",
+             "cost times the new rate": "compare the remaining times at the two rates"},
+    "20.3": {"the durations added, as if the jobs never overlap":
+             "both jobs may run at once when their GPUs fit",
+             "job b starts on arrival even when the GPUs are taken":
+             "b waits for a when the two do not fit together"},
+    "20.4": {"6·N FLOPs per token (attention left out)": "count attention's FLOPs too"},
+    "20.5": {"the makespan difference (none: same work)":
+             "the question asks for the average completion time",
+             "total instead of average completion": "average the completion times"},
+    "20.8": {"re-plan cost left out": "the re-plan pauses the job",
+             "linear scaling assumed on 2n GPUs": "use the throughput the question gives at 2n"},
+})

@@ -13,6 +13,7 @@ import numpy as np
 
 from ... import hardware, memory, models, simulate
 from ...parallelism import ParallelPlan, collectives, split, steptime, tensor
+from ..grading.tables import with_messages
 
 LLAMA3 = ["llama3-8b", "llama3-70b", "llama3-405b"]
 # Ex 11.2's systems: (accelerator, the W of tensor.tp_limit: one-way bytes/s per device)
@@ -391,3 +392,27 @@ WRONG_METHODS["11.10"]["no reduce-scatter"] = (
     "after the row-parallel matmul each device holds a partial sum of every row: "
     "reduce-scatter it over 'tp' so each keeps its own rows, summed")
 SYNONYMS = {"11.11": {"f": ("the f operator", "f operator", "operator f", "f (identity)")}}
+
+with_messages(WRONG_METHODS, {
+    "11.1": {"forward pass only": "the backward all-reduces as often as the forward",
+             "fp32 activations": "the activations are bf16, 2 bytes each",
+             "a shard of the activations (V / tp)": "each AllReduce moves the whole activation"},
+    "11.2": {"no (tp - 1) / tp factor": "a ring AllReduce sends 2(t-1)/t of the array",
+             "both directions' bandwidth": "use the one-way bandwidth",
+             "the MLP's matmuls only": "count the attention's matmuls too"},
+    "11.3": {"no replication (K / tp heads)": "with t > K each device holds a whole kv head",
+             "W_K only": "count W_K and W_V"},
+    "11.4": {"every activation divided by tp":
+             "tensor parallelism already splits most activations: sequence parallelism saves "
+             "only the replicated rest",
+             "fp32 activations": "the activations are bf16, 2 bytes each"},
+    "11.5": {"forward pass only": "the backward communicates as much as the forward",
+             "fp32 activations": "the activations are bf16, 2 bytes each"},
+    "11.6": {"tp = 8, a whole node": "estimate every split and take the fastest that fits",
+             "pure FSDP (tp = 1)": "estimate every split and take the fastest that fits"},
+    "11.7": {"no (tp - 1) / tp factor": "a ring AllReduce sends 2(t-1)/t of the array",
+             "the MLP's matmuls only": "count the attention's matmuls too"},
+    "11.11": {"g, the forward AllReduce":
+              "g all-reduces in the forward; its backward is the identity. The operator whose "
+              "backward sums is f"},
+})

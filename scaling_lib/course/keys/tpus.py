@@ -8,6 +8,7 @@ import numpy as np
 
 from ... import hardware, inference
 from ...units import dtype_bytes
+from ..grading.tables import with_messages
 
 
 def sampling_latency_lower_bound(p):
@@ -200,3 +201,27 @@ WRONG_METHODS["3.11"] = {
         lambda dim, mxu_size: np.ceil(dim / mxu_size) * mxu_size / dim,
         "that is the padded size over the useful size: the efficiency is useful over padded"),
 }
+
+with_messages(WRONG_METHODS, {
+    "3.1": {"1 byte per parameter (bf16 is 2)": "a bf16 weight is 2 bytes",
+            "all weights on one chip (not divided among the chips)":
+            "each chip reads only its share of the weights"},
+    "3.2": {"int8 peak instead of bf16": "the question asks for the bf16 peak",
+            "peak per chip x TensorCores (the peak is already per chip)":
+            "the datasheet's peak is already per chip"},
+    "3.3": {"GiB vs GB (the other unit than the datasheet's)":
+            "use the unit the datasheet gives: v4's 32 GiB is binary, the others' GB decimal"},
+    "3.4": {"8 chips per host for every generation": "chips per host differ by generation",
+            "TensorCores / chips per host": "divide the pod's chips by the chips per host"},
+    "3.5": {"wraparound on every axis": "only some axes wrap: v5e wraps only its axes of 16",
+            "no wraparound on any axis": "a full axis wraps around: half-way round is farthest"},
+    "3.6": {"one FLOP per multiply-accumulate (it is 2)": "a multiply-accumulate is 2 FLOPs",
+            "TensorCores forgotten": "each chip has its TensorCores, each with its MXUs"},
+    "3.7": {"padding on D only": "both padded dimensions waste MXU work: multiply the two",
+            "padding on F only": "both padded dimensions waste MXU work: multiply the two",
+            "a 128-wide MXU on every chip (v6e's is 256)": "v6e's MXU is 256 wide"},
+    "3.8": {"128 MB instead of 128 MiB (GB vs GiB)": "VMEM is 128 MiB (2^20-byte MiB)",
+            "bytes as elements (dtype size forgotten)": "divide the bytes by the dtype's size"},
+    "3.9": {"one ICI link instead of all of them": "a chip sends over all its ICI links at once",
+            "DCN in bits per second taken as bytes (8x)": "DCN is quoted in bits/s: 8 bits a byte"},
+})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ... import hardware, memory, models, transformer
 from ...parallelism import ParallelPlan
+from ..grading.tables import with_messages
 
 # Megatron-LM (Narayanan et al. 2021, Table 1) shapes: layers, hidden, heads.
 GPT_SHAPES = {"1.7B": (24, 2304, 24), "7.5B": (36, 4096, 32), "39.1B": (48, 8192, 64),
@@ -287,3 +288,41 @@ WRONG_METHODS["6.12"]["the 24 not divided by t"] = (
     lambda s, b, h, a, t=1, sp=False: s * b * h * ((10 / t if sp else 10) + 24
                                                     + 5 * a * s / (h * t)),
     "tensor parallelism splits the attention and MLP activations (the 24·sbh) over t too")
+
+with_messages(WRONG_METHODS, {
+    "6.1": {"no fp32 master copy": "mixed precision keeps an fp32 master copy of the weights",
+            "16 bytes whatever the recipe": "16 bytes is mixed-precision Adam: this recipe "
+            "keeps other states at other precisions"},
+    "6.2": {"8 bytes/param (no master copy)":
+            "mixed-precision Adam keeps 16 bytes per parameter: the fp32 master copy too",
+            "stage k shards only its own kind of state":
+            "each stage shards everything the stages below it shard, plus one more kind"},
+    "6.3": {"HBM in GiB instead of GB": "the datasheet's GB are 1e9 bytes",
+            "8 bytes/param whatever the recipe": "count the bytes this recipe keeps per "
+            "parameter: weights, gradients, master copy, optimizer states"},
+    "6.4": {"model states fill all of HBM, not half":
+            "the question leaves half of HBM for activations and buffers"},
+    "6.5": {"attention scores forgotten":
+            "without FlashAttention the softmax scores (the 5as/h term) are stored too"},
+    "6.6": {"sequence parallelism not applied to the 10·sbh":
+            "sequence parallelism splits the norm and dropout activations (the 10·sbh) over t",
+            "scores kept (no selective recomputation)":
+            "selective recomputation drops the attention scores' term"},
+    "6.7": {"checkpoints in fp32 (4 bytes)": "the saved layer inputs are 16-bit, 2 bytes each",
+            "one layer instead of all L": "every one of the L layers saves its input"},
+    "6.8": {"5as/h over 34 (a ratio, not a share)":
+            "divide the scores' term by the whole per-layer total, 34 + 5as/h",
+            "the share kept instead of removed": "the question asks for the share saved"},
+    "6.9": {"exactly one third (output layer recomputed too)":
+            "only the layers' forward runs again, not the output layer's"},
+    "6.10": {"activations for the global batch, not the micro-batch":
+             "a device holds the activations of one micro-batch at a time",
+             "logits forgotten": "the fp32 logits at the loss take memory too"},
+    "6.11": {"stage k shards only its own kind of state":
+             "each stage shards everything the stages below it shard, plus one more kind"},
+    "6.12": {"sequence parallelism ignored":
+             "with sequence parallelism the 10·sbh part is split over t as well"},
+    "6.13": {"bf16 logits (2 bytes)": "the logits are kept in fp32 at the loss: 4 bytes each",
+             "vocabulary not split over tp": "tensor parallelism splits the vocabulary over tp",
+             "GiB instead of GB (bytes read as 2^30)": "the answer is in bytes"},
+})

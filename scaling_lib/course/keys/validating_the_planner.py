@@ -7,6 +7,7 @@ import numpy as np
 from ... import hardware, validation
 from ...parallelism import pipeline_bubble_fraction
 from ...parallelism.estimate import DEFAULT_CALIBRATION, matmul_time
+from ..grading.tables import with_messages
 
 
 def mape(predicted, measured):
@@ -157,3 +158,12 @@ WRONG_METHODS["18.8"] = {
                        if r["name"] == p.model and r["mode"] != p.mode),
         "that is the estimate for the other recomputation mode"),
 }
+
+with_messages(WRONG_METHODS, {
+    "18.2": {"FLOPs at the efficient peak only (no bytes)": "the roofline sum adds the bytes' time"},
+    "18.3": {"η_c alone": "bytes, waves and the K-loop lower it below η_c: compute it"},
+    "18.4": {"sum instead of max": "host and GPU work at the same time: the slower decides"},
+    "18.6": {"no bubble": "a pipelined step also idles in the ramp-up and drain",
+             "step-relative bubble added to the busy time":
+             "the busy time is the step's non-bubble share: divide by 1 - bubble"},
+})
