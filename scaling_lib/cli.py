@@ -1,7 +1,7 @@
 """The command line: ``python -m scaling_lib SUBCOMMAND ...``.
 
 Subcommands (each a small function registered in ``SUBCOMMANDS``; ``estimate``, ``plan``,
-``optimal`` and ``serve`` join ``grade`` as siblings):
+``optimal``, ``calibrate`` (``scaling_lib.cli_train``) and ``serve`` join ``grade`` as siblings):
 
     grade SUBMISSIONS_DIR [--out gradebook.csv] [--timeout S] [--json] ...
         grade a folder of submitted exercise notebooks, each in its own jail

@@ -58,7 +58,15 @@ def run_calibrate(args) -> int:
     from . import calibrate as cb
     from .cli_train import count, duration, percent, _plan_text, _table
 
+    from pathlib import Path
+
+    from .cli import UsageError
+
     fields = _fields(args.fit)
+    out = Path(args.out)
+    if out.suffix.lower() != ".json" or not out.parent.is_dir():
+        raise UsageError(f"--out {args.out!r} must name a .json file in an existing folder, "
+                         "e.g. cal.json")
     start = cb.load_calibration(args.start) if args.start else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -176,7 +176,9 @@ def compute(args) -> dict:
 
 def _tail(cfg, args, e) -> dict:
     """p50/p90/p99 of TTFT, TPOT and latency, and the goodput, from the request simulator on
-    one replica of the estimate's layout (Poisson arrivals, the KV cache that fits)."""
+    one replica of the estimate's layout (Poisson arrivals, the KV cache that fits, a paged
+    cache). The simulator runs each iteration as one batch: with pipeline stages it does not
+    overlap micro-batches, so its TPOT is then an upper bound of the estimate's."""
     from . import hardware, inference, serving
     from .serving import sim
     from .units import dtype_bytes

@@ -314,8 +314,8 @@ def _estimate(args) -> int:
                                          "headroom_bytes": args.headroom * 1e9,
                                          "calibration": args.calibration}, indent=2))
         return 0
-    print(f"{cfg.name or 'model'} on {cluster.name}, batch {args.global_batch} x "
-          f"{args.seq_len} tokens" + (f", {args.dtype}" if args.dtype != "bf16" else "")
+    print(f"{cfg.name or 'model'} on {cluster.name}, batch {count(args.global_batch)} x "
+          f"{count(args.seq_len)} tokens" + (f", {args.dtype}" if args.dtype != "bf16" else "")
           + (f", calibration {args.calibration}" if args.calibration else ""))
     print(f"plan: {_plan_text(plan)}")
     rows = [["", "value"], ["step time", duration(est.step_time)],
@@ -400,6 +400,43 @@ def decisive_rule(cfg, cluster, global_batch, T, res, space, objective="time"):
     return (name, alone[name]) if alone[name] else (None, 0)
 
 
+def _plan_records(res, t, args, tokens) -> list[dict]:
+    """The JSON record of each of the ``--top`` best plans, with days, GPU-hours and cost."""
+    out = []
+    for i in range(min(args.top, len(res))):
+        plan = res.plan(i)
+        run = planner.training_run(float(t["step_time"][i]), tokens, args.global_batch,
+                                   args.seq_len, int(t["n_devices"][i]),
+                                   price_per_gpu_hour=args.price_per_gpu_hour)
+        out.append({"rank": i + 1, "n_devices": int(t["n_devices"][i]),
+                    "plan": _plan_dict(plan), "step_time_s": float(t["step_time"][i]),
+                    "mfu": float(t["mfu"][i]), "hfu": float(t["hfu"][i]),
+                    "tokens_per_s": float(t["tokens_per_s"][i]),
+                    "memory_per_device_bytes": float(t["memory_bytes"][i]), "fits": True,
+                    "breakdown": {"compute": float(t["compute_time"][i]),
+                                  "exposed_communication": float(t["exposed_comm_time"][i]),
+                                  "bubble": float(t["bubble_time"][i]),
+                                  "optimizer": float(t["optimizer_time"][i])},
+                    "days": run.days, "gpu_hours": run.gpu_hours, "cost": run.cost})
+    return out
+
+
+def _nothing_runs(cfg, cluster, res, space, args) -> Exception:
+    """The one-line error of a search in which no plan runs: the rule that dropped most."""
+    rules = dict(planner.RULES)
+    name, n = decisive_rule(cfg, cluster, args.global_batch, args.seq_len, res, space,
+                            args.objective)
+    if args.dp is not None and getattr(res, "n_runnable", 0):
+        return UsageError(f"no plan with --dp {args.dp} runs among the {res.n_plans:,} "
+                          "searched; leave out --dp or choose another")
+    if name is None:
+        name = max(res.dropped, key=res.dropped.get)
+        return UsageError(f"no plan of the {res.n_plans:,} searched can run; every one breaks "
+                          f"several rules, most often: {rules[name]}")
+    return UsageError(f"no plan of the {res.n_plans:,} searched can run; the rule that "
+                      f"dropped most ({n:,} plans that broke no other): {rules[name]}")
+
+
 def _plan(args) -> int:
     cfg, cluster = _common(args)
     _choice("--objective", args.objective, ("time", "cost"))
@@ -420,33 +457,8 @@ def _plan(args) -> int:
         res.table = t
     rules = dict(planner.RULES)
     if not len(res):
-        name, n = decisive_rule(cfg, cluster, args.global_batch, args.seq_len, res, space,
-                                args.objective)
-        if args.dp is not None and not n:
-            raise UsageError(f"no plan with --dp {args.dp} runs among the {res.n_plans:,} "
-                             "searched; leave out --dp or choose another")
-        if name is None:
-            name = max(res.dropped, key=res.dropped.get)
-            raise UsageError(f"no plan of the {res.n_plans:,} searched can run; every one breaks "
-                             f"several rules, most often: {rules[name]}")
-        raise UsageError(f"no plan of the {res.n_plans:,} searched can run; the rule that "
-                         f"dropped most ({n:,} plans that broke no other): {rules[name]}")
-    out = []
-    for i in range(min(args.top, len(res))):
-        plan = res.plan(i)
-        run = planner.training_run(float(t["step_time"][i]), tokens, args.global_batch,
-                                   args.seq_len, int(t["n_devices"][i]),
-                                   price_per_gpu_hour=args.price_per_gpu_hour)
-        out.append({"rank": i + 1, "n_devices": int(t["n_devices"][i]),
-                    "plan": _plan_dict(plan), "step_time_s": float(t["step_time"][i]),
-                    "mfu": float(t["mfu"][i]), "hfu": float(t["hfu"][i]),
-                    "tokens_per_s": float(t["tokens_per_s"][i]),
-                    "memory_per_device_bytes": float(t["memory_bytes"][i]), "fits": True,
-                    "breakdown": {"compute": float(t["compute_time"][i]),
-                                  "exposed_communication": float(t["exposed_comm_time"][i]),
-                                  "bubble": float(t["bubble_time"][i]),
-                                  "optimizer": float(t["optimizer_time"][i])},
-                    "days": run.days, "gpu_hours": run.gpu_hours, "cost": run.cost})
+        raise _nothing_runs(cfg, cluster, res, space, args)
+    out = _plan_records(res, t, args, tokens)
     why = res.why_not_first(1) if len(res) > 1 else None
     name, n_alone = decisive_rule(cfg, cluster, args.global_batch, args.seq_len, res, space,
                                   args.objective)
@@ -463,7 +475,7 @@ def _plan(args) -> int:
                                 (f", calibration {args.calibration}" if args.calibration
                                  else "")))
     print(f"{cfg.name or 'model'} ({n_params / 1e9:.1f}B params) on {cluster.name}, batch "
-          f"{args.global_batch} x {args.seq_len}, {_tokens(tokens)}{extra}; "
+          f"{count(args.global_batch)} x {count(args.seq_len)}, {_tokens(tokens)}{extra}; "
           f"{res.n_plans:,} plans searched, {len(res):,} run, in {res.seconds:.2f} s")
     head = ["#", "GPUs", "plan", "step", "MFU", "memory", "days", "GPU-hours"]
     if args.price_per_gpu_hour:
@@ -507,6 +519,9 @@ def _optimal(args) -> int:
     cal = load_calibration(args)
     if args.utilization is not None and args.utilization > 1:
         raise UsageError(f"--utilization {args.utilization:g} must be a fraction in (0, 1]")
+    if not math.isfinite(cluster.peak_flops_per_s * args.days * planner.SECONDS_PER_DAY):
+        raise UsageError(f"--days {args.days:g}: the cluster's FLOPs over that long overflow a "
+                         "float (about 1.8e308); choose fewer days")
     n100, d100 = planner.compute_optimal(cluster, args.days)
     if args.utilization is not None:
         u = args.utilization

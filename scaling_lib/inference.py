@@ -245,9 +245,10 @@ def tp_decode_comm_time(cfg, B, tp, link=None, *, accelerator="h100", dtype="bf1
 # A decode step launches hundreds of kernels; engines capture it as one CUDA graph (vLLM and
 # TensorRT-LLM do by default) so the CPU issues one cudaGraphLaunch per step, a few µs, instead of
 # ~5 µs per kernel (NVIDIA, "Getting Started with CUDA Graphs", developer blog, 2019: launch
-# overheads of a few µs per kernel; one graph launch replaces them). We charge one graph launch
-# per pipeline stage and step. Kernels run back to back on the GPU either way, so the floor only
-# matters for tiny models, where it keeps a one-layer toy from reporting nanoseconds per token.
+# overheads of a few µs per kernel; one graph launch replaces them). The launches overlap the GPU's
+# work (the CPU runs ahead), so they set a floor under the step, not an addition: one graph launch
+# per pipeline stage and step, or every kernel in eager mode. It binds only for tiny models (a
+# one-layer toy does not report nanoseconds per token) or eager launches of many small kernels.
 GRAPH_LAUNCH_TIME = 5e-6      # s per cudaGraphLaunch (or one compiled XLA program dispatch)
 KERNEL_LAUNCH_TIME = 5e-6     # s of CPU per cudaLaunchKernel, eager mode
 KERNELS_PER_LAYER = 12        # norms, qkv, rope, attention, wo, all-reduce, MLP (fused engine)
@@ -255,8 +256,8 @@ KERNELS_PER_LAYER = 12        # norms, qkv, rope, attention, wo, all-reduce, MLP
 
 def launch_time(cfg, *, pp=1, cuda_graphs=True):
     """Launch floor of one decode step: one graph launch per stage (``cuda_graphs``), or every
-    kernel launched from the CPU: KERNELS_PER_LAYER·L·t_kernel (eager, when the GPU work is
-    shorter than the CPU's launches the step waits for them).
+    kernel launched from the CPU: KERNELS_PER_LAYER·L·t_kernel (eager). A step takes at least
+    this long (when the GPU work is shorter than the CPU's launches the GPU waits for them).
 
     >>> launch_time("llama3-8b") * 1e6, round(launch_time("llama3-8b", cuda_graphs=False) * 1e3, 2)
     (5.0, 1.92)
@@ -288,8 +289,9 @@ def decode_step_parts(cfg, B, S, accelerator, n_devices=1, dtype="bf16", kv_dtyp
                       tp=1, link=None, pp=1, launch=False, cuda_graphs=True) -> Breakdown:
     """The parts of one decode step (seconds): "compute", "memory", "communication",
     "pipeline", "launch". The step (:func:`decode_step_time`) is
-    max(compute, memory) + communication + pipeline + launch: FLOPs and HBM traffic overlap,
-    the rest is on the critical path. See :func:`decode_step_time` for each term.
+    max(max(compute, memory) + communication + pipeline, launch): FLOPs and HBM traffic overlap,
+    communication and sends are on the critical path, and the launch is a floor. See
+    :func:`decode_step_time` for each term.
 
     >>> p = decode_step_parts("llama3-70b", 1, 8192, "h100", 8, tp=8)
     >>> round(p["memory"] * 1e3, 2), p["communication"] > 0, p["pipeline"], p["launch"]
@@ -324,12 +326,14 @@ def decode_step_time(cfg, B, S, accelerator, n_devices=1, dtype="bf16", kv_dtype
                      tp=1, link=None, pp=1, launch=False, cuda_graphs=True):
     """Time of one decode step (seconds): the one home of the time per output token.
 
-    T = max(FLOPs / (n'·C), (w·W_read + r·KV) / (n'·W_hbm)) + T_comm + T_pipe + T_launch, with
+    T = max(max(FLOPs / (n'·C), (w·W_read + r·KV) / (n'·W_hbm)) + T_comm + T_pipe, T_launch), with
     n' = n / pp the devices one token's work is spread over (pipeline stages run one after the
     other for a token, so pp stages give no latency back: they add memory and micro-batches),
     r = :func:`kv_replication` (kv heads copied when tp > K), T_comm = :func:`tp_decode_comm_time`
     (2L + 1 all-reduces over the tp group, not overlapped), T_pipe = :func:`pipeline_send_time`
-    (pp sends per token; 0 when pp = 1), T_launch = :func:`launch_time` when ``launch``.
+    (pp sends per token; 0 when pp = 1), T_launch = :func:`launch_time` when ``launch`` (a
+    floor: the CPU issues the next launches while the GPU works, so a step takes the longer of
+    the two; it binds only for tiny models or eager launches of many small kernels).
     The default tp = 1, pp = 1, launch=False is the roofline bound of Chapter 8 (work split
     evenly over n, no communication). C is the peak of :func:`compute_dtype` (bf16 for
     weight-only int4). B is the batch one step carries (a micro-batch with pp > 1). Parts:
@@ -342,8 +346,8 @@ def decode_step_time(cfg, B, S, accelerator, n_devices=1, dtype="bf16", kv_dtype
     """
     p = decode_step_parts(cfg, B, S, accelerator, n_devices, dtype, kv_dtype, tp=tp, link=link,
                           pp=pp, launch=launch, cuda_graphs=cuda_graphs)
-    return _out(np.maximum(p["compute"], p["memory"]) + p["communication"] + p["pipeline"]
-                + p["launch"])
+    work = np.maximum(p["compute"], p["memory"]) + p["communication"] + p["pipeline"]
+    return _out(np.maximum(work, p["launch"]))
 
 
 def pipeline_send_time(cfg, B, tp, pp, accelerator="h100", *, dtype="bf16"):

@@ -21,10 +21,7 @@ See: the chapters "Planning a training run" and "Case study: training Llama 3 40
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,13 +29,12 @@ from . import hardware, models
 from .parallelism import rules as _rules
 from .parallelism.plan import PP_LAYOUTS, RECOMPUTE, SCHEDULES, ParallelPlan
 from .parallelism.rules import tp_choices
-from .units import _brief, check_choice, check_count, check_fraction, check_positive, divisors
-
-SECONDS_PER_DAY = 86_400.0
-# Hoffmann et al. 2022 ("Training Compute-Optimal Large Language Models"), Table 3 and section
-# 3.4: compute-optimal training uses about 20 tokens per parameter; training costs C ≈ 6·N·D.
-CHINCHILLA_TOKENS_PER_PARAM = 20.0
-TRAIN_FLOPS_PER_PARAM_TOKEN = 6.0
+from .units import _brief, check_choice, check_count, check_positive, divisors
+from .search_result import (_INT_AXES, _PLAN_KEYS, SearchResult, _cluster_of,  # noqa: F401
+                            _plan_at, compare)
+from .training_run import (CHINCHILLA_TOKENS_PER_PARAM, SECONDS_PER_DAY,  # noqa: F401
+                           TRAIN_FLOPS_PER_PARAM_TOKEN, TrainingRun, compute_optimal,
+                           days_to_train, pareto, shape_for, training_run)
 
 # (name, sentence): why a plan cannot run. The structural rules are the one table of
 # scaling_lib.parallelism.rules (the same bits); the search adds memory and the deadline.
@@ -47,12 +43,9 @@ RULES = tuple((r.name, r.message) for r in _rules.RULES) + (
     ("deadline", "its step is slower than max_step_time (the run would miss its deadline)"),
 )
 _BIT = {name: 1 << i for i, (name, _) in enumerate(RULES)}
-_INT_AXES = ("dp", "tp", "pp", "cp", "ep", "zero", "micro_batch", "virtual_stages")
 SPACE_KEYS = ("tp", "pp", "cp", "ep", "zero", "micro_batch", "virtual_stages", "schedule",
               "recompute", "sequence_parallel", "n_devices", "pp_layout",
               "reshard_after_forward")
-_PLAN_KEYS = _INT_AXES + ("schedule", "recompute", "sequence_parallel", "pp_layout",
-                          "reshard_after_forward")
 
 
 def _choices(name, value, default, valid=None):
@@ -213,168 +206,6 @@ def most_dropped(dropped: dict) -> tuple[str, int] | None:
     return None if name is None or not dropped[name] else (name, dropped[name])
 
 
-def _plan_at(cols: dict, i: int) -> ParallelPlan:
-    return ParallelPlan(**{k: int(cols[k][i]) for k in _INT_AXES},
-                        schedule=str(cols["schedule"][i]), recompute=str(cols["recompute"][i]),
-                        sequence_parallel=bool(cols["sequence_parallel"][i]),
-                        pp_layout=str(cols["pp_layout"][i]),
-                        reshard_after_forward=bool(cols["reshard_after_forward"][i]))
-
-
-def _cluster_of(cluster, n: int):
-    """The same cluster with ``n`` devices (a smaller share of it for a cost search)."""
-    n = int(n)
-    if n == cluster.n_devices:
-        return cluster
-    if cluster.topology.startswith("torus"):
-        return hardware.cluster(cluster.accelerator.name, n)
-    per_node = min(n, cluster.devices_per_node)
-    pod = cluster.devices_per_pod if cluster.devices_per_pod and cluster.devices_per_pod < n \
-        else 0
-    return dataclasses.replace(cluster, n_devices=n, devices_per_node=per_node,
-                               devices_per_host=min(n, cluster.devices_per_host),
-                               devices_per_pod=pod, inter_pod=cluster.inter_pod if pod else None,
-                               name=f"{n} x {cluster.accelerator.name}")
-
-
-class SearchResult(list):
-    """Feasible plans of a :func:`search`, best first: a list of StepEstimates.
-
-    A read-only ``list`` whose items are built lazily: ``len``, indexing, slicing, iteration,
-    ``in``, ``==`` and ``+`` behave as on the list of every feasible plan's StepEstimate, but an
-    item costs an estimate (a few ms) only when read; ``list(result)`` makes a plain mutable copy.
-
-    ``result[i]`` is the full :func:`~scaling_lib.parallelism.estimate.estimate` of the i-th
-    best plan (built when first read); ``table`` holds the ranked arrays of every feasible plan
-    (``step_time``, ``mfu``, ``memory_bytes``, ... and the plan's degrees); ``dropped`` counts
-    the plans each rule removed; :meth:`explain` says why any plan is not in the result.
-    """
-
-    def __init__(self, cfg, cluster, global_batch, T, dtype, objective, space, table,
-                 n_plans, dropped, seconds):
-        self.cfg, self.cluster, self.global_batch, self.T = cfg, cluster, global_batch, T
-        self.dtype, self.objective, self.space = dtype, objective, space
-        self.table, self.n_plans, self.dropped, self.seconds = table, n_plans, dropped, seconds
-        self.n_runnable = len(table["step_time"])  # plans that run, before ``top`` cut them
-        self._cache: dict = {}
-
-    def __len__(self) -> int:
-        return len(self.table["step_time"])
-
-    def __iter__(self):
-        return (self[i] for i in range(len(self)))
-
-    def __reversed__(self):
-        return (self[i] for i in reversed(range(len(self))))
-
-    def __bool__(self) -> bool:
-        return len(self) > 0
-
-    def __contains__(self, item) -> bool:
-        return any(x == item for x in self)
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, list) and len(self) == len(other) and \
-            all(a == b for a, b in zip(self, other))
-
-    def __ne__(self, other) -> bool:
-        return not self == other
-
-    __hash__ = None
-
-    def __add__(self, other):
-        return list(self) + list(other)
-
-    def __radd__(self, other):
-        return list(other) + list(self)
-
-    def __mul__(self, n):
-        return list(self) * n
-
-    __rmul__ = __mul__
-
-    def __repr__(self) -> str:
-        best = f", best {self.plan(0)}" if len(self) else ""
-        return f"<SearchResult: {len(self):,} feasible plans of {self.n_plans:,}{best}>"
-
-    def index(self, item, *args) -> int:
-        return list(self).index(item, *args)
-
-    def count(self, item) -> int:
-        return sum(1 for x in self if x == item)
-
-    def copy(self) -> list:
-        return list(self)
-
-    def _read_only(self, *_, **__):
-        raise ValueError("a SearchResult is read-only; list(result) gives a mutable copy")
-
-    append = extend = insert = remove = pop = clear = sort = reverse = _read_only
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only
-
-    def plan(self, i: int) -> ParallelPlan:
-        """The i-th best plan (no estimate built)."""
-        return _plan_at(self.table, range(len(self))[i])
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        i = range(len(self))[i]
-        if i not in self._cache:
-            from .parallelism.estimate import estimate
-
-            n = int(self.table["n_devices"][i])
-            self._cache[i] = estimate(self.cfg, _cluster_of(self.cluster, n), self.plan(i),
-                                      self.global_batch, self.T, dtype=self.dtype)
-        return self._cache[i]
-
-    @property
-    def n_feasible(self) -> int:
-        return len(self)
-
-    @property
-    def plans_per_s(self) -> float:
-        """Plans searched (valid or not) per second of the search."""
-        return self.n_plans / max(self.seconds, 1e-9)
-
-    def explain(self, plan: ParallelPlan, n_devices=None) -> list[str]:
-        """Why ``plan`` is not among the results (its broken rules), or where it ranks.
-
-        Works for any plan, in the space or not.
-        """
-        return explain(self.cfg, self.cluster, plan, self.global_batch, self.T, dtype=self.dtype,
-                       n_devices=n_devices, ranked=self)
-
-    def why_not_first(self, i: int = 1) -> str:
-        """One sentence: what makes the i-th plan slower (or dearer) than the best."""
-        return compare(self.table, 0, i, self.objective)
-
-
-def compare(table: dict, a: int, b: int, objective: str = "time") -> str:
-    """Why plan ``b`` of a ranked table loses to plan ``a``: the part of the step that differs
-    most (compute, exposed communication, bubble, optimizer), and the device count for cost."""
-    parts = ("compute_time", "exposed_comm_time", "bubble_time", "optimizer_time")
-    diff = {k: float(table[k][b] - table[k][a]) for k in parts}
-    worst = max(diff, key=diff.get)
-    label = {"compute_time": "compute (recomputation or a worse matmul shape)",
-             "exposed_comm_time": "exposed communication",
-             "bubble_time": "pipeline bubble", "optimizer_time": "optimizer step"}[worst]
-    dt = float(table["step_time"][b] - table["step_time"][a])
-    changed = [f"{k} {table[k][a]} -> {table[k][b]}" for k in _PLAN_KEYS + ("n_devices",)
-               if table[k][a] != table[k][b]]
-    msg = (f"it differs in {', '.join(changed) or 'nothing'}; its step is {dt * 1e3:+.1f} ms "
-           f"longer, mostly {label} ({diff[worst] * 1e3:+.1f} ms)")
-    if abs(dt) <= 1e-4 * float(table["step_time"][a]):
-        msg = f"it differs in {', '.join(changed) or 'nothing'} and ties on step time"
-    if objective == "cost":
-        na, nb = int(table["n_devices"][a]), int(table["n_devices"][b])
-        ga = float(table["step_time"][a]) * na
-        gb = float(table["step_time"][b]) * nb
-        msg = (f"it costs {gb / ga - 1:+.1%} more GPU-time per step ({nb} GPUs against {na}); "
-               + msg)
-    return msg
-
-
 def _progress(total, enabled):
     if not enabled:
         return None
@@ -502,157 +333,6 @@ def explain(cfg, cluster, plan: ParallelPlan, global_batch, T, *, dtype="bf16", 
     return []
 
 
-# ---- time and cost of a training run ----------------------------------------------------------
-@dataclass(frozen=True)
-class TrainingRun:
-    """How long and how much to train ``n_tokens``: steps, seconds, days, GPU-hours, cost."""
-
-    n_tokens: float
-    steps: float
-    seconds: float
-    n_devices: int
-    cost: float | None
-
-    @property
-    def days(self) -> float:
-        return self.seconds / SECONDS_PER_DAY
-
-    @property
-    def gpu_hours(self) -> float:
-        return self.seconds * self.n_devices / 3600.0
-
-
-def training_run(step_time, n_tokens, global_batch, T, n_devices, *, price_per_gpu_hour=None,
-                 goodput=1.0) -> TrainingRun:
-    """Time and cost of training ``n_tokens`` tokens at ``step_time`` seconds per step.
-
-    steps = n_tokens / (B·T); seconds = steps · step_time / goodput; GPU-hours = seconds ·
-    n_devices / 3600; cost = GPU-hours · price. ``goodput`` (0, 1] is the share of wall-clock
-    time that makes progress (failures, restarts, checkpoints: :mod:`scaling_lib.reliability`).
-
-    >>> run = training_run(10.0, 1e12, 1024, 4096, 1024, price_per_gpu_hour=2.0)
-    >>> round(run.days, 2), round(run.gpu_hours), round(run.cost)
-    (27.59, 678168, 1356337)
-    """
-    st = check_positive("step_time", step_time)
-    tok = check_positive("n_tokens", n_tokens)
-    B = check_count("global_batch", global_batch)
-    T = check_count("T", T)
-    n = check_count("n_devices", n_devices)
-    g = check_fraction("goodput", goodput)
-    steps = tok / (B * T)
-    seconds = steps * st / g
-    price = None if price_per_gpu_hour is None else \
-        check_positive("price_per_gpu_hour", price_per_gpu_hour, allow_zero=True)
-    cost = None if price is None else float(seconds * n / 3600.0 * price)
-    return TrainingRun(float(tok), float(steps), float(seconds), int(n), cost)
-
-
-def days_to_train(n_params, n_tokens, n_devices, peak_flops_per_s, utilization=1.0, *,
-                  flops_per_param_token=TRAIN_FLOPS_PER_PARAM_TOKEN):
-    """Days to train N parameters on D tokens: f·N·D / (n · peak · u) / 86,400 s.
-
-    f = 6 FLOPs per parameter and token (forward 2, backward 4), with u the MFU; f = 8 with
-    full activation recomputation and u the hardware utilisation (the forward runs twice):
-    Megatron-LM's end-to-end estimate 8·T·P / (n·X) (Narayanan et al. 2021, section 5.1).
-
-    >>> round(days_to_train(175e9, 300e9, 1024, 312e12, 0.5), 1)  # GPT-3 on 1,024 A100s
-    22.8
-    >>> round(days_to_train(175e9, 300e9, 1024, 140e12, flops_per_param_token=8))  # Megatron
-    34
-    """
-    N = check_positive("n_params", n_params)
-    D = check_positive("n_tokens", n_tokens)
-    n = check_positive("n_devices", n_devices)
-    peak = check_positive("peak_flops_per_s", peak_flops_per_s)
-    u = check_fraction("utilization", utilization)
-    f = check_positive("flops_per_param_token", flops_per_param_token)
-    return f * N * D / (n * peak * u) / SECONDS_PER_DAY
-
-
-def compute_optimal(cluster, days, *, utilization=None, dtype="bf16",
-                    tokens_per_param=CHINCHILLA_TOKENS_PER_PARAM):
-    """Chinchilla-optimal model size and tokens for a cluster and a wall-clock budget.
-
-    The cluster delivers C = n · peak · u · days · 86,400 FLOPs; training costs C = 6·N·D
-    and the compute-optimal ratio is D = 20·N (Hoffmann et al. 2022), so
-
-        N = sqrt(C / (6 · 20)),   D = 20 · N.
-
-    ``utilization`` u: None for 100% (the upper bound), a fraction, or a function of the
-    model size ``u(n_params)`` (e.g. the MFU the planner predicts for the best plan of a model
-    that big); then N solves N = sqrt(C(u(N)) / 120) by fixed-point iteration.
-    Returns (n_params, n_tokens).
-
-    >>> N, D = compute_optimal(hardware.cluster("a100-80gb", 3360), 30)  # vTrain's example
-    >>> round(N / 1e9, 1), round(D / 1e12, 2)
-    (150.5, 3.01)
-    """
-    cluster = hardware.get_cluster(cluster)
-    d = check_positive("days", days)
-    r = check_positive("tokens_per_param", tokens_per_param)
-    peak = cluster.n_devices * cluster.accelerator.peak_flops_per_s(dtype)
-
-    def size(u):
-        u = check_fraction("utilization", u)
-        c = peak * u * d * SECONDS_PER_DAY
-        return math.sqrt(c / (TRAIN_FLOPS_PER_PARAM_TOKEN * r))
-
-    if utilization is None:
-        n = size(1.0)
-    elif callable(utilization):
-        n = size(1.0)
-        for _ in range(50):
-            new = size(utilization(n))
-            if abs(new - n) <= 1e-4 * n:
-                n = new
-                break
-            n = new
-    else:
-        n = size(utilization)
-    return float(n), float(r * n)
-
-
-def pareto(x, y) -> np.ndarray:
-    """True where no other point has both x and y lower or equal (one strictly): the front of
-    two costs to minimise, e.g. days against GPU-hours. Vectorised: sort by x, keep the points
-    whose y beats every point before them.
-
-    >>> pareto([1, 2, 2, 3], [5, 3, 4, 3]).tolist()
-    [True, True, False, False]
-    """
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
-    if x.shape != y.shape or x.ndim != 1:
-        raise ValueError(f"x and y must be 1-D arrays of one shape, not {x.shape} and {y.shape}")
-    order = np.lexsort((y, x))
-    ys = y[order]
-    best_before = np.concatenate(([np.inf], np.minimum.accumulate(ys)[:-1]))
-    keep = np.zeros(len(x), dtype=bool)
-    keep[order] = ys < best_before
-    return keep
-
-
-def shape_for(n_params, *, aspect=128, head_dim=128, V=51200, T_max=2048):
-    """A GPT-style model (Megatron's: GeLU MLP with F = 4D, multi-head attention) of about
-    ``n_params`` parameters, with D / L = ``aspect`` (GPT-3 175B: 12,288 / 96 = 128).
-
-    12·L·D² ≈ n_params with L = D / aspect gives D = (n_params · aspect / 12)^(1/3), rounded to
-    a multiple of 8 · ``head_dim`` (N = D / head_dim heads, a multiple of 8 so that tensor
-    parallelism up to a node of 8 splits them) and L to a whole number of layers.
-
-    >>> c = shape_for(175e9)
-    >>> c.L, c.D, c.N
-    (97, 12288, 96)
-    """
-    n = check_positive("n_params", n_params)
-    step = 8 * head_dim
-    D = max(step, int(round((n * aspect / 12) ** (1 / 3) / step)) * step)
-    L = max(1, int(round(n / (12 * D * D))))
-    return models.gpt(L, D, D // head_dim, V=V, T_max=T_max, tied_embeddings=False,
-                      name=f"gpt-{n / 1e9:.0f}b")
-
-
 def predicted_utilization(cluster, n_params, *, T=2048, tokens_per_step=4 * 2**20,
                           dtype="bf16", **space) -> float:
     """The MFU of the fastest plan the search finds for :func:`shape_for` (n_params) on
@@ -671,6 +351,6 @@ def predicted_utilization(cluster, n_params, *, T=2048, tokens_per_step=4 * 2**2
     return float(res.table["mfu"][0])
 
 
-__all__ = ["RULES", "SearchResult", "TrainingRun", "compute_optimal", "days_to_train",
-           "describe", "describe_named", "explain", "most_dropped", "pareto", "plan_space", "predicted_utilization", "search",
-           "shape_for", "training_run"]
+__all__ = ["RULES", "SearchResult", "TrainingRun", "compare", "compute_optimal",
+           "days_to_train", "describe", "describe_named", "explain", "most_dropped", "pareto",
+           "plan_space", "predicted_utilization", "search", "shape_for", "training_run"]

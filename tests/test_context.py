@@ -141,17 +141,32 @@ def test_step_time_splits_compute_over_cp_and_times_every_variant():
     one = steptime.compute_times("llama3-8b", ParallelPlan(dp=2, tp=8), 2, 32768, "h100")
     four = steptime.compute_times("llama3-8b", ParallelPlan(dp=2, tp=8, cp=4), 2, 32768, "h100")
     assert math.isclose(one["forward"], 4 * four["forward"])
-    for v in ("allgather", "ring"):
-        st = steptime.step_time("llama3-8b", cluster, ParallelPlan(dp=2, tp=8, cp=4, cp_variant=v),
-                                2, 32768)
-        cp = [c for c in st.comms if c.comm.axis == "cp"]
-        # allgather: gather + reduce-scatter; ring: K/V forward, K/V and dK/dV backward
-        assert len(cp) == (2 if v == "allgather" else 3)
-        assert all(list(c.levels) == ["inter-node"] for c in cp)
-    # a ring inside one node: NVLink, one send of nbytes per step
-    st = steptime.step_time("llama3-8b", cluster, ParallelPlan(dp=16, cp=4, cp_variant="ring"),
-                            16, 8192)
-    c = next(c for c in st.comms if c.comm.axis == "cp")
-    link = cluster.intra_node
-    assert list(c.levels) == ["intra-node"]
-    assert math.isclose(c.time, c.comm.count * (link.latency + c.comm.nbytes / link.bytes_per_s))
+    # the step's cp time is context.comms timed by collectives.group_time (one model), on the
+    # links the cp groups cross: stride tp = 8 leaves the node, tp = 1 stays on NVLink
+    from scaling_lib import collectives as C
+    from scaling_lib.parallelism.calibration import DEFAULT_CALIBRATION
+
+    cfg = models.get("llama3-8b")
+    for v in cx.VARIANTS:
+        for plan, B, T, level in ((ParallelPlan(dp=2, tp=8, cp=4, cp_variant=v), 2, 32768,
+                                   "inter-node"),
+                                  (ParallelPlan(dp=16, cp=4, cp_variant=v), 16, 8192,
+                                   "intra-node")):
+            st = steptime.step_time(cfg, cluster, plan, B, T)
+            (cp,) = [c for c in st.comms if c.comm.axis == "cp"]
+            assert list(cp.levels) == [level]
+            want = sum(C.group_time(x.kind, x.nbytes, x.group_size, plan.tp, cluster,
+                                    calibration=DEFAULT_CALIBRATION) * x.count
+                       for x in cx.comms(cfg, plan, B, T))
+            assert math.isclose(cp.time, want, rel_tol=1e-9), (v, plan)
+
+
+def test_cp_for_context_counts_the_micro_batches_in_flight():
+    """With pipeline stages, 1F1B keeps min(pp, m) micro-batches in flight on the first stage:
+    a step of 16 sequences needs more cp than one of dp = 1 sequence."""
+    base = ParallelPlan(tp=8, pp=16, recompute="full")
+    one = cx.cp_for_context("llama3-405b", 131072, "h100", base)
+    many = cx.cp_for_context("llama3-405b", 131072, "h100", base, global_batch=16)
+    assert many > one
+    with pytest.raises(ValueError, match="global_batch=3 must be one multiple of dp=2"):
+        cx.cp_for_context("llama3-405b", 131072, "h100", base.with_changes(dp=2), global_batch=3)

@@ -92,7 +92,7 @@ def test_reports(graded, tmp_path):
     files = gb.write_feedback(rs, tmp_path / "feedback")
     bob = next(p for p in files if p.name.startswith("bob"))
     text = bob.read_text()
-    assert "bits vs bytes?" in text and "hint:" in text
+    assert "8x too large" in text and "hint:" in text
     gb.plot_pass_rates(rs, tmp_path / "rates.png")
     assert (tmp_path / "rates.png").read_bytes()[:4] == b"\x89PNG"
     shown = gb.table(rs)
@@ -351,3 +351,73 @@ def test_a_kernel_in_every_mode(tmp_path, mode):
     left = subprocess.run(["pgrep", "-f", "sleep 302$"], capture_output=True, text=True)
     assert not [p for p in left.stdout.split() if sandbox._has_marker(int(p), token)]
     assert not any(tmp_path.iterdir())
+
+
+def test_hints_seen_are_read_from_the_saved_outputs(tmp_path):
+    from scaling_lib.course import grading
+    from scaling_lib.course.gradebook.grade import hints_seen
+
+    if not hasattr(grading, "hints_seen_in"):
+        pytest.skip("this checker does not report the hints it showed")
+    nb = craft.submission(3)
+    cell = next(c for c in nb.cells if c.source.startswith("%%graded 1.1"))
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=(
+        "FAIL: 1.1: got 2 s, about 2x too large\n    hint 1 of 2: count the FLOPs\n"
+        "FAIL: 1.1: got 3 s, about 3x too large\n    hint 2 of 2: 2·B·D·F / peak\n"
+        "PASS: 1.1: 1 s (expected 1 s within 2%) [hints seen: 2]\n"))]
+    nbformat.write(nb, tmp_path / "ann_01_rooflines.ipynb")
+    read, why = gb.read_notebook(tmp_path / "ann_01_rooflines.ipynb")
+    assert why == "" and hints_seen(read) == {"1.1": 2}
+
+
+def test_a_stopped_worker_costs_its_notebook_only_and_results_survive(tmp_path):
+    # portable mode, where a kernel can see its worker: it stops it (SIGSTOP); the watchdog
+    # kills that worker and everything below it; the classmate is graded; a second run with
+    # resume keeps both results without grading again
+    from scaling_lib.course import sandbox
+
+    folder = tmp_path / "class"
+    folder.mkdir()
+    stop = "import os, signal\nos.kill(os.getppid(), signal.SIGSTOP)\nanswer = None"
+    nbformat.write(craft.submission(3, {"1.1": stop}, default=craft.STUBBED),
+                   folder / "stopper_01_rooflines.ipynb")
+    nbformat.write(craft.submission(3), folder / "ann_01_rooflines.ipynb")
+    results = tmp_path / "results"
+    kw = dict(course=ROOT, cell_timeout=20, notebook_timeout=60, memory_bytes=2**30,
+              results_dir=results, workers=2, isolation=sandbox.detect("portable"),
+              worker_timeout=45)
+    got = {r.notebook: r for r in gb.grade_folder(folder, **kw)}
+    stopped = got["stopper_01_rooflines.ipynb"]
+    assert stopped.status == "error" and set(stopped.exercises.values()) == {"error"}
+    assert any("stopped after its time limit" in f for f in stopped.flags)
+    assert set(got["ann_01_rooflines.ipynb"].exercises.values()) == {"pass"}
+    assert len(list(results.glob("*.json"))) == 2           # one result file per notebook
+    for ctrl in ("memory", "pids"):   # the killed worker's jail: its cgroups removed too
+        base = Path("/sys/fs/cgroup") / ctrl
+        assert not (base.is_dir() and list(base.rglob("grader-*"))), ctrl
+    written = {p: p.stat().st_mtime_ns for p in results.glob("*.json")}
+    again = gb.grade_folder(folder, resume=True, **kw)
+    assert [r.to_json() for r in again] == [got[r.notebook].to_json() for r in again]
+    assert {p: p.stat().st_mtime_ns for p in results.glob("*.json")} == written   # not regraded
+
+
+def test_cli_verify_and_seeds_fail_with_one_line(tmp_path, capsys):
+    from scaling_lib import cli
+
+    key = tmp_path / "k.key"
+    key.write_text("secret")
+    r = gb.Result("ann_01_rooflines.ipynb", "ann", "01_rooflines", 3, {"1.1": "fail"})
+    gb.write_csv([r], tmp_path / "gb.csv", key=b"secret")
+    assert cli.main(["grade", "--verify", str(tmp_path / "gb.csv"), "--key-file", str(key)]) == 0
+    (tmp_path / "gb.csv").write_text((tmp_path / "gb.csv").read_text().replace(",fail,", ",pass,"))
+    assert cli.main(["grade", "--verify", str(tmp_path / "gb.csv"), "--key-file", str(key)]) == 1
+    assert "line 2 (ann_01_rooflines.ipynb)" in capsys.readouterr().out
+    (tmp_path / "class").mkdir()
+    (tmp_path / "class" / "ann_01_rooflines.ipynb").write_text("{}")
+    (tmp_path / "seeds.csv").write_text("bob,1\n")
+    code = cli.main(["grade", str(tmp_path / "class"), "--seeds", str(tmp_path / "seeds.csv"),
+                     "--out", str(tmp_path / "out" / "gb.csv"), "--key-file", str(key)])
+    err = capsys.readouterr().err
+    errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert code == 2 and len(errors) == 1 and "no seed for ann" in errors[0]
+    assert "Traceback" not in err

@@ -212,3 +212,11 @@ def test_the_report_verifies_and_an_edit_is_caught(attacked, tmp_path):
 def test_the_run_stays_within_its_limits(attacked):
     # 12 kernels, a SIGSTOP, a 3 GiB shared mapping and escaping processes: no hang
     assert attacked["seconds"] < 600
+
+
+def test_each_graded_notebook_has_its_result_file(attacked):
+    folder = attacked["folder"]
+    todo, _ = gb.plan_folder(folder, gb.Course(attacked["course"]),
+                             seeds=gb.read_seeds(folder.parent / "seeds.csv"))
+    files = list((attacked["out"].parent / "results").glob("*.json"))
+    assert len(files) == len(todo) > 10

@@ -207,8 +207,13 @@ def test_training_memory_errors():
         mem.training_memory("mixtral-8x7b", ParallelPlan(dp=3, ep=3), 3, 1024)
     with pytest.raises(ValueError, match="global_batch=3"):
         mem.training_memory("llama3-8b", ParallelPlan(dp=2), 3, 1024)
-    with pytest.raises(ValueError, match="pp_layers.*pp=40.*L=32"):
-        mem.training_memory("llama3-8b", ParallelPlan(pp=40), 1, 1024)
+    with pytest.raises(ValueError, match="cp_seq.*T=1020, cp=4"):
+        mem.training_memory("llama3-8b", ParallelPlan(cp=4), 1, 1020)
+    # rules frameworks refuse but the step is defined for (pp_layers, pp_split, ...) are the
+    # planner's business: memory evaluates them at the busiest stage, rounded up
+    from scaling_lib.parallelism import rules
+    assert "pp_layers" in rules.broken("llama3-8b", ParallelPlan(pp=40), 1, 1024)
+    assert mem.training_memory("llama3-8b", ParallelPlan(pp=40), 1, 1024).total > 0
 
 
 def test_check_fit_reports_reason():
@@ -439,6 +444,12 @@ def test_in_flight_micro_batches_per_schedule():
     assert math.isclose(mem.in_flight_microbatches(il, 32), p * (1 + (p - 1) / (p * v)))
     assert math.isclose(mem.in_flight_microbatches(il, 32, stage="last"), ((v - 1) * p + 1) / v)
     assert mem.in_flight_microbatches(ParallelPlan(pp=p, schedule="gpipe"), 32) == 32
+    # Megatron's microbatch_group_size_per_vp_stage N (default p; tunable in Llama 3's schedule):
+    # warm-up 2(p-1) + (v-1)N chunk forwards
+    assert math.isclose(mem.in_flight_microbatches(il, 32, microbatch_group=2),
+                        (2 * (p - 1) + (v - 1) * 2 + 1) / v)
+    assert mem.in_flight_microbatches(il, 32, microbatch_group=p) == \
+        mem.in_flight_microbatches(il, 32)
 
 
 def test_zero3_gathered_weights_reshard_or_keep():
@@ -576,3 +587,36 @@ def test_fp8_linear_inputs():
     saved_per_token = 2 * c.D / t + c.F / t - c.N * c.H / t
     assert math.isclose(bf16 - fp8, c.L * 8192 * saved_per_token)
     assert fp8 > mem.training_memory(c, plan, 1, 8192, dtype="fp8")["activations"]
+
+
+@pytest.mark.parametrize("field, a, b, base", [
+    ("dp", 8, 16, dict(zero=1)), ("tp", 2, 4, {}), ("pp", 2, 4, {}), ("cp", 2, 4, {}),
+    ("ep", 2, 4, dict(dp=8)), ("zero", 1, 3, dict(dp=8)), ("micro_batch", 1, 2, {}),
+    ("virtual_stages", 2, 4, dict(pp=4, schedule="interleaved")),
+    ("schedule", "1f1b", "gpipe", dict(pp=4)), ("recompute", "none", "full", {}),
+    ("sequence_parallel", False, True, dict(tp=4)), ("shard_group", 4, None, dict(dp=16, zero=3)),
+    ("cp_variant", "allgather", "ring", dict(cp=4)),
+    ("pp_layout", "even", "light_ends", dict(pp=4)),
+    ("reshard_after_forward", True, False, dict(dp=8, zero=3, pp=2))])
+def test_every_plan_field_changes_memory(field, a, b, base):
+    # one MoE model with 30 layers (light_ends splits 32 over 4 stages) so every field applies
+    c = models.TransformerConfig(L=30, D=1024, F=4096, N=16, K=4, H=64, V=32000, E=8, k=2)
+    kw = {"dp": 4, **base}
+    pa, pb = ParallelPlan(**{**kw, field: a}), ParallelPlan(**{**kw, field: b})
+    B = 16 * max(pa.dp * pa.micro_batch, pb.dp * pb.micro_batch)
+    ma, mb = (mem.training_memory(c, p, B, 4096) for p in (pa, pb))
+    assert ma.total != mb.total, field
+
+
+def test_moe_capacity_and_dispatch_buffers():
+    # a capacity factor sizes each expert's buffer for cf times its even share of the k copies
+    c = models.get("mixtral-8x7b")
+    dropless = mem.activation_breakdown(c, 1, 4096)["mlp hidden"]
+    capped = mem.activation_breakdown(c.with_changes(capacity_factor=1.25), 1, 4096)["mlp hidden"]
+    per_copy = (3 * c.F_e + c.D) * 2 * 4096
+    assert math.isclose(capped - dropless, 0.25 * c.k * per_copy)
+    # expert parallelism adds the dispatch all-to-all's send and receive buffers
+    plan = ParallelPlan(dp=8, zero=1)
+    no_ep = mem.training_memory(c, plan, 8, 4096, reserve=False).get("communication buffers", 0.0)
+    ep = mem.training_memory(c, plan.with_changes(ep=8), 8, 4096, reserve=False)
+    assert math.isclose(ep["communication buffers"] - no_ep, 2 * c.k * 4096 * c.D * 2)

@@ -116,7 +116,7 @@ def test_every_plan_field_changes_the_estimate():
     assert hsdp.memory["parameters"] > e.memory["parameters"]  # sharded over 2, not 16
     kept = estimate("llama3-8b", H100_64, base.with_changes(reshard_after_forward=False), 64,
                     4096)
-    assert kept.memory["parameters"] > e.memory["parameters"]
+    assert kept.memory.total > e.memory.total  # the stage's gathered weights stay
     cp = ParallelPlan(dp=4, tp=4, cp=4)
     t = {v: estimate("llama3-8b", H100_64, cp.with_changes(cp_variant=v), 16, 8192).step_time
          for v in ("allgather", "ring", "ulysses")}

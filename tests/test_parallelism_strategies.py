@@ -127,11 +127,15 @@ def test_memory_reuses_the_zero_accounting():
 
 def test_constraints_give_reasons_and_collectives_refuses():
     assert constraints(CFG, ParallelPlan(dp=2, tp=2, zero=3), B, T) == []
-    reasons = constraints(CFG.with_changes(V=63), ParallelPlan(tp=2, dp=3), B, T)
-    assert any("V=63" in r for r in reasons) and any("dp·micro_batch = 3" in r for r in reasons)
+    # the tp rules live in parallelism.rules: the vocabulary never refuses a tp (Megatron-LM
+    # pads it), the heads and the MLP width do
+    reasons = constraints(CFG.with_changes(V=63, F=63), ParallelPlan(tp=2, dp=3), B, T)
+    assert any(r.startswith("tp_ffn: MLP width F=63") for r in reasons)
+    assert any("dp·micro_batch = 3" in r for r in reasons)
+    assert not any("V=63" in r for r in reasons)
     assert "K=2 kv heads" in constraints(CFG.with_changes(N=6, K=2), ParallelPlan(tp=3), B, T)[0]
-    with pytest.raises(ValueError, match="V=63"):
-        collectives(CFG.with_changes(V=63), ParallelPlan(tp=2), B, T)
+    with pytest.raises(ValueError, match="F=63"):
+        collectives(CFG.with_changes(F=63), ParallelPlan(tp=2), B, T)
     with pytest.raises(ValueError, match="ep=2"):
         collectives(CFG, ParallelPlan(dp=2, ep=2), B, T)
     with pytest.raises(ValueError, match="shard_group=2 needs zero"):

@@ -77,8 +77,7 @@ def test_batch1_decode_is_memory_bound_weight_read_plus_all_reduces():
         S = 1024 + 128
         weights = inference.weight_bytes_read("llama3-70b")
         kv = transformer.kv_cache_bytes("llama3-70b", 1, S)
-        comm = inference.tp_decode_comm_time("llama3-70b", 1, n) + inference.launch_time(
-            "llama3-70b")
+        comm = inference.tp_decode_comm_time("llama3-70b", 1, n)  # the launch floor never binds
         assert e.tpot == pytest.approx((weights + kv) / (n * acc.hbm_bytes_per_s) + comm)
         # the weights dominate: within 3% of weights / (n W_hbm) + all-reduces
         assert e.tpot == pytest.approx(weights / (n * acc.hbm_bytes_per_s) + comm, rel=0.03)

@@ -100,7 +100,9 @@ def hierarchical_time(collective, nbytes, cluster, n_devices=None) -> Breakdown:
     ``hardware.Cluster`` or a preset name (``hardware.get_cluster``: "dgx-h100", "tpu-v5e-4x8", ...).
 
     Every phase is a separate step here: the sum is an upper bound when a real implementation
-    pipelines the phases; compare with :func:`multirail_ring_time`, the flat alternative.
+    pipelines the phases; compare with :func:`multirail_ring_time`, the flat alternative. It is
+    :func:`scaling_lib.collectives.group_time` of all ``n_devices`` (stride 1) with the ring
+    only; ``group_time`` also picks the algorithm a library runs for the size (tests check).
 
     >>> t = hierarchical_time("all_gather", 1e9, hardware.cluster("h100", 16))
     >>> round(t["intra-node"] * 1e3, 3), round(t["inter-node"] * 1e3, 3)

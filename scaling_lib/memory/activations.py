@@ -81,7 +81,10 @@ def _activation_terms(cfg, moe_layer: bool, T_kv, tp, sp: bool, recompute: str, 
         attn_out = a * N * m.v_head_dim / t
     n_mats = 3 if c.glu else 2  # stored per hidden unit: gate, up, product (or input, output)
     if moe_layer:
-        copies = c.k + c.n_shared_experts
+        # routed token copies (k per token; with a capacity factor cf each expert's buffer is
+        # sized for cf times its even share, padding included: cf·k copies), plus shared experts
+        routed = c.k * (c.capacity_factor if c.capacity_factor is not None else 1.0)
+        copies = routed + c.n_shared_experts
         mlp = copies * ((n_mats * c.F_e if c.glu else 2 * c.F_e) + D) * a / t + 4.0 * c.E
     else:
         mlp = (n_mats if c.glu else 2) * a * c.F / t

@@ -145,16 +145,18 @@ def stage_params(cfg, tp, pp, ep, *, stage="first", stage_layers=None) -> dict:
             "unit": np.maximum(layer, embedding)}
 
 
-def _in_flight(P, m, stage):
+def _in_flight(P, m, stage, group=None):
     """Micro-batches of activations a stage holds at its peak, in units of the stage's layers
     (see :func:`in_flight_microbatches`)."""
     p = P["pp"].astype(float)
     v = P["virtual_stages"].astype(float)
     r = 0.0 if stage == "first" else p - 1
     one_f_one_b = np.minimum(p - r, m)
-    # interleaved 1F1B (Megatron-LM schedules.py): rank r runs 2(p - r - 1) + (v - 1)·p warm-up
-    # chunk forwards, then one more before its first backward; each chunk is 1/v of the stage
-    interleaved = np.minimum(2 * (p - r - 1) + (v - 1) * p + 1, m * v) / v
+    # interleaved 1F1B (Megatron-LM schedules.py): rank r runs 2(p - r - 1) + (v - 1)·N warm-up
+    # chunk forwards, N the micro-batches taken per group (microbatch_group_size_per_vp_stage,
+    # default p), then one more before its first backward; each chunk is 1/v of the stage
+    N = p if group is None else np.minimum(float(group), p)
+    interleaved = np.minimum(2 * (p - r - 1) + (v - 1) * N + 1, m * v) / v
     out = np.where(v > 1, interleaved, one_f_one_b)
     gpipe = P["schedule_idx"] == SCHEDULES.index("gpipe") if "schedule_idx" in P \
         else P["schedule"] == "gpipe"
@@ -162,7 +164,8 @@ def _in_flight(P, m, stage):
     return np.where(p == 1, 1.0, out)
 
 
-def in_flight_microbatches(plan: ParallelPlan, n_microbatches, *, stage="first"):
+def in_flight_microbatches(plan: ParallelPlan, n_microbatches, *, stage="first",
+                           microbatch_group=None):
     """Micro-batches whose activations a pipeline stage holds at its peak.
 
     1 without a pipeline (gradient accumulation runs micro-batches one after another); GPipe:
@@ -170,6 +173,9 @@ def in_flight_microbatches(plan: ParallelPlan, n_microbatches, *, stage="first")
     interleaved with v chunks: the first stage runs 2(p - 1) + (v - 1)·p warm-up chunk forwards
     and one more before its first backward, each 1/v of its layers, so p + (p - 1)/v stages' worth
     = p·(1 + (p - 1)/(p·v)) (Korthikanti et al. 2022, section 4.2.3), at most m.
+    ``microbatch_group``: N, the micro-batches the interleaved schedule runs per group
+    (Megatron-LM's ``--microbatch-group-size-per-virtual-pipeline-stage``, default p; the Llama 3
+    paper, section 3.3.2, makes it tunable): the warm-up is 2(p - 1) + (v - 1)·N chunk forwards.
 
     >>> in_flight_microbatches(ParallelPlan(pp=4), 16)
     4.0
@@ -183,5 +189,7 @@ def in_flight_microbatches(plan: ParallelPlan, n_microbatches, *, stage="first")
     check_choice("stage", stage, ("first", "last"))
     m = np.asarray(check_count("n_microbatches", n_microbatches), float)
     P = {k: np.asarray(getattr(plan, k)) for k in ("pp", "virtual_stages", "schedule")}
-    out = _in_flight(P, m, stage)
+    if microbatch_group is not None:
+        check_count("microbatch_group", microbatch_group)
+    out = _in_flight(P, m, stage, microbatch_group)
     return float(out) if np.ndim(out) == 0 else out

@@ -23,7 +23,7 @@ fp32 logits):
   stage, for one micro-batch.
 - ``communication buffers``: ZeRO-2 reduce buckets, ZeRO-3 reduce-scatter inputs, the hidden
   states a pipeline stage sends on, context-parallel K/V blocks, the sequence-parallel all-gather
-  output.
+  output, the expert all-to-all's send and receive buffers.
 - ``runtime reserve``: CUDA context and NCCL's buffers per communicator, outside the allocator.
 - ``allocator fragmentation``: a share of the allocated bytes the caching allocator cannot reuse.
 
@@ -136,7 +136,11 @@ def _communication_buffers(c, P, tokens, S, held, unit, o):
                                        np.where(variant == 1, 2 * kv_mb, 0.0)), 0.0)
     # sequence parallelism: the all-gathered input of the column-parallel linear in use
     sp_buf = np.where(P["sequence_parallel"] & (tp > 1), act_mb, 0.0)
-    return dp_buf + pp_buf + cp_buf + sp_buf
+    # expert parallelism: the dispatch all-to-all's send and receive buffers, k copies of the
+    # device's tokens each way (its 1/tp share with sequence parallelism)
+    ep_buf = np.where(P["ep"] > 1, 2 * c.k * act_mb / np.where(P["sequence_parallel"], tp, 1.0),
+                      0.0) if c.is_moe else 0.0
+    return dp_buf + pp_buf + cp_buf + sp_buf + ep_buf
 
 
 def _runtime_reserve(P, S, o):
@@ -193,7 +197,8 @@ def _stage_memory(c, P, m, T, stage, o) -> dict:
     n, n_moe = s["layers"], s["moe_layers"]
     tokens = b * T / cp
     dense_tok, moe_tok, full_dense, full_moe = o["per_token"]
-    stored = ((n - n_moe) * dense_tok + n_moe * moe_tok) * tokens * _in_flight(P, m, stage)
+    stored = ((n - n_moe) * dense_tok + n_moe * moe_tok) * tokens \
+        * _in_flight(P, m, stage, o["microbatch_group"])
     working = np.maximum(np.where(n - n_moe > 0, full_dense, 0.0),
                          np.where(n_moe > 0, full_moe, 0.0)) * tokens
     acts = stored + np.where(P["recompute_idx"] == RECOMPUTE.index("full"), working, 0.0)
@@ -224,7 +229,7 @@ def training_memory_arrays(cfg, plans: dict, global_batch, T, *, dtype="bf16",
                            fragmentation=ALLOCATOR_FRAGMENTATION,
                            reserve: bool = True, devices_per_node=DEVICES_PER_NODE,
                            selective: str = "attention", loss_dtype="fp32",
-                           fp8_linear_inputs: bool = False) -> dict:
+                           fp8_linear_inputs: bool = False, microbatch_group=None) -> dict:
     """Bytes per device by part for n plans at once: ``{part: array of shape (n,)}``.
 
     ``plans``: columns ``dp, tp, pp, cp, ep, zero, micro_batch, virtual_stages`` (ints),
@@ -256,6 +261,8 @@ def training_memory_arrays(cfg, plans: dict, global_batch, T, *, dtype="bf16",
     Transformer Engine keeps each linear layer's input in fp8 for its weight gradient (the norm
     outputs and the MLP's down-projection input at 1 byte, plus an fp8 copy of the attention
     output); ``dtype="fp8"`` instead stores every activation in 1 byte (a lower bound).
+    ``microbatch_group``: micro-batches per group of the interleaved schedule (default pp; see
+    :func:`~scaling_lib.memory.layout.in_flight_microbatches`).
 
     >>> r = training_memory_arrays("llama3-8b", plan_columns([ParallelPlan(dp=8, zero=1)]), 8,
     ...                            4096)
@@ -271,6 +278,8 @@ def training_memory_arrays(cfg, plans: dict, global_batch, T, *, dtype="bf16",
     check_choice("grad_accumulation", grad_accumulation, GRAD_ACCUMULATION)
     _recompute_kind("selective", selective)  # a known policy
     _check_flag("fp8_linear_inputs", fp8_linear_inputs)
+    if microbatch_group is not None:
+        check_count("microbatch_group", microbatch_group)
     if reshard_after_forward is not None:
         _check_flag("reshard_after_forward", reshard_after_forward)
     frag = float(check_positive("fragmentation", fragmentation, allow_zero=True))
@@ -281,7 +290,7 @@ def training_memory_arrays(cfg, plans: dict, global_batch, T, *, dtype="bf16",
     g_red = g_b if grad_reduce_dtype is None else dtype_bytes(grad_reduce_dtype)
     m = B / (P["dp"] * P["micro_batch"])
     opts = dict(p_b=p_b, g_b=g_b, o_b=o_b, g_red=g_red, a=dtype_bytes(dtype),
-                loss_bytes=dtype_bytes(loss_dtype),
+                loss_bytes=dtype_bytes(loss_dtype), microbatch_group=microbatch_group,
                 flash=flash_attention, reshard=reshard_after_forward,
                 grad_accumulation=grad_accumulation, fragmentation=frag, reserve=reserve,
                 devices_per_node=check_count("devices_per_node", devices_per_node))
@@ -305,7 +314,7 @@ def training_memory(cfg, plan: ParallelPlan | None = None, B=None, T=2048, *,
                     fragmentation=ALLOCATOR_FRAGMENTATION,
                     reserve: bool = True, devices_per_node=DEVICES_PER_NODE,
                     selective: str = "attention", loss_dtype="fp32",
-                    fp8_linear_inputs: bool = False) -> Breakdown:
+                    fp8_linear_inputs: bool = False, microbatch_group=None) -> Breakdown:
     """Memory of one device while training, by part: :func:`training_memory_arrays` for one plan.
 
     Parts (bytes): ``parameters``, ``gradients``, ``optimizer`` (the stage's share at the
@@ -347,7 +356,7 @@ def training_memory(cfg, plan: ParallelPlan | None = None, B=None, T=2048, *,
               reshard_after_forward=reshard_after_forward,
               fragmentation=fragmentation, reserve=reserve, devices_per_node=devices_per_node,
               selective=selective, loss_dtype=loss_dtype,
-              fp8_linear_inputs=fp8_linear_inputs)
+              fp8_linear_inputs=fp8_linear_inputs, microbatch_group=microbatch_group)
     rows = [training_memory_arrays(c, cols, B, float(t), **kw) for t in Ts.ravel()]
     parts = {}
     for k in PARTS:

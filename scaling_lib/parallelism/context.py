@@ -62,65 +62,14 @@ from .. import hardware, models
 from .. import memory as _memory
 from ..breakdown import Breakdown
 from ..transformer import _attention_core_flops_per_token
-from ..units import MAX_DEVICES, _brief, check_choice, check_count, check_positive, divisors
+from ..units import MAX_DEVICES, check_choice, check_count, check_positive, divisors
 from .comms import Comm, element_bytes
+from . import rules as _rules
+from .chunks import (MAX_TOKENS, _check_T, causal_pairs, chunk_assignment,  # noqa: F401
+                     imbalance, token_order)
 from .plan import CP_VARIANTS, ParallelPlan, check_plan, check_step_args
 
 VARIANTS = CP_VARIANTS
-
-
-def chunk_assignment(cp) -> list[tuple[int, int]]:
-    """The two chunks (of 2·cp) rank i holds: (i, 2·cp - 1 - i), Llama 3's load balancing.
-
-    >>> chunk_assignment(4)
-    [(0, 7), (1, 6), (2, 5), (3, 4)]
-    """
-    cp = check_count("cp", cp)
-    if np.ndim(cp) or cp > MAX_DEVICES:
-        raise ValueError(f"cp={_brief(cp)} must be one number of ranks, at most {MAX_DEVICES:,}")
-    cp = int(cp)
-    return [(i, 2 * cp - 1 - i) for i in range(cp)]
-
-
-def token_order(T, cp) -> np.ndarray:
-    """Token positions in device order: rank 0's T/cp positions, then rank 1's, ...
-
-    Cutting this order into cp contiguous shards gives each rank its two chunks.
-
-    >>> token_order(8, 2).tolist()
-    [0, 1, 6, 7, 2, 3, 4, 5]
-    """
-    T, cp = _check_T(T, cp, 2)
-    c = T // (2 * cp)
-    return np.concatenate([np.arange(j * c, (j + 1) * c)
-                           for pair in chunk_assignment(cp) for j in pair])
-
-
-def causal_pairs(T, cp, *, balanced=True) -> np.ndarray:
-    """(query, key) pairs of the causal mask each rank computes, key <= query.
-
-    ``balanced``: rank i holds chunks i and 2·cp-1-i; else the contiguous shard i. A query at
-    position p attends to p + 1 keys.
-
-    >>> causal_pairs(8, 2).tolist(), causal_pairs(8, 2, balanced=False).tolist()
-    ([18, 18], [10, 26])
-    """
-    T, cp = _check_T(T, cp, 2 if balanced else 1)
-    if balanced:
-        pos = token_order(T, cp).reshape(cp, -1)
-    else:
-        pos = np.arange(T).reshape(cp, -1)
-    return (pos + 1).sum(axis=1)
-
-
-def imbalance(T, cp, *, balanced=True) -> float:
-    """Busiest rank's causal work over the average: the step waits for the busiest.
-
-    >>> imbalance(8192, 16, balanced=False) > 1.9, imbalance(8192, 16)
-    (True, 1.0)
-    """
-    w = causal_pairs(T, cp, balanced=balanced)
-    return float(w.max() / w.mean())
 
 
 def ulysses_kv_heads(cfg, cp, tp=1) -> float:
@@ -224,42 +173,35 @@ def memory(cfg, plan: ParallelPlan, B, T, **options):
 
 
 def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
-    """The sequence must split into the variant's chunks; Ulysses' heads must split over cp.
+    """The context-parallel rules of :mod:`~scaling_lib.parallelism.rules` that ``plan``
+    breaks, as sentences with the numbers: the sequence splits into 2·cp load-balanced chunks
+    (cp_seq); Ulysses splits the query heads of a tensor rank over cp (cp_heads; fewer kv heads
+    than cp are replicated).
 
     >>> from scaling_lib.models import TransformerConfig
     >>> c = TransformerConfig(L=2, D=32, F=64, N=4, K=2, H=8, V=64)
     >>> constraints(c, ParallelPlan(cp=4), 8, 12)  # doctest: +NORMALIZE_WHITESPACE
-    ['T=12 tokens must be divisible by 2·cp = 8 (load-balanced causal chunks: rank i holds
-      chunks i and 2·cp-1-i)']
+    ['cp_seq: T=12 tokens must be divisible by 2·cp = 8 (load-balanced causal chunks: rank i
+      holds chunks i and 2·cp-1-i)']
     >>> uly = ParallelPlan(cp=8, cp_variant="ulysses")  # K=2 < cp is fine (replicated), N=4 not
     >>> constraints(c, uly, 8, 16)  # doctest: +NORMALIZE_WHITESPACE
-    ['ulysses: N=4 query heads per tensor rank are not divisible by cp=8; choose cp in
-      [1, 2, 4], or the allgather or ring variant']
+    ['cp_heads: ulysses: N=4 query heads per tensor rank are not divisible by cp=8; choose cp
+      in [1, 2, 4], or the allgather or ring variant']
     """
     check_step_args(plan, B, T)
     cp = plan.cp
     if cp == 1:
         return []
     c = models.get(cfg)
-    out = []
-    if plan.cp_variant in ("allgather", "ring"):
-        if T % (2 * cp):
-            out.append(f"T={T} tokens must be divisible by 2·cp = {2 * cp} (load-balanced "
-                       "causal chunks: rank i holds chunks i and 2·cp-1-i)")
-        return out
-    if T % cp:
-        out.append(f"T={T} tokens must be divisible by cp={cp}")
-    n, k = heads_per_rank(c, plan.tp)
-    if n % 1 or n % cp:
-        ok = [d for d in divisors(int(n))] if n % 1 == 0 else [1]
-        out.append(f"ulysses: N={n:g} query heads per tensor rank are not divisible by "
-                   f"cp={cp}; choose cp in {ok}, or the allgather or ring variant")
-    elif k % cp and cp % k:  # fewer kv heads than cp: replicated cp/k times, so k | cp
-        ok = [d for d in divisors(int(n)) if k % d == 0 or d % k == 0]
-        out.append(f"ulysses: K={k:g} key/value heads per tensor rank must divide or be a "
-                   f"multiple of cp={cp} (cp > K replicates them); choose cp in {ok}, or the "
-                   "allgather or ring variant")
-    return out
+    broken = set(_rules.broken(c, plan, B, T))
+    n, _ = heads_per_rank(c, plan.tp)
+    ok = divisors(int(n)) if n % 1 == 0 else [1]
+    sentences = {
+        "cp_seq": f"T={T} tokens must be divisible by 2·cp = {2 * cp} (load-balanced causal "
+                  "chunks: rank i holds chunks i and 2·cp-1-i)",
+        "cp_heads": f"ulysses: N={n:g} query heads per tensor rank are not divisible by "
+                    f"cp={cp}; choose cp in {ok}, or the allgather or ring variant"}
+    return [f"{name}: {sentences[name]}" for name in sentences if name in broken]
 
 
 def layer_bytes(cfg, variant, cp, T, *, b=1, tp=1, dtype="bf16"):
@@ -370,11 +312,13 @@ def best_variant(cfg, cp, T, accelerator, bytes_per_s, *, b=1, tp=1, topology="s
 
 
 def cp_for_context(cfg, T, budget_bytes, plan: ParallelPlan | None = None, *,
-                   max_cp=MAX_DEVICES, **options) -> int:
+                   max_cp=MAX_DEVICES, global_batch=None, **options) -> int:
     """The smallest power-of-two cp with which one sequence of T tokens fits in the budget.
 
     Memory per device is :func:`scaling_lib.memory.training_memory` of ``plan`` (default one
-    device) with cp changed, one sequence per micro-batch (``options`` are its keywords);
+    device) with cp changed, one sequence per micro-batch (``options`` are its keywords), and
+    ``global_batch`` sequences per step (default dp: one micro-batch per pipeline; with
+    pp > 1 pass the step's batch, since 1F1B keeps min(pp, m) micro-batches in flight);
     ``budget_bytes`` is a number of bytes or an accelerator name (its HBM). ZeRO shards over
     dp·cp, so with ``zero`` the model states shrink with cp too. Raises ValueError if no cp up
     to ``max_cp`` (and T / 2) fits.
@@ -388,6 +332,10 @@ def cp_for_context(cfg, T, budget_bytes, plan: ParallelPlan | None = None, *,
     plan = check_plan(ParallelPlan() if plan is None else plan)
     check_step_args(plan, 1, T, options)  # options must be training_memory's keywords
     max_cp = check_count("max_cp", max_cp)
+    B = plan.dp if global_batch is None else int(check_count("global_batch", global_batch))
+    if np.ndim(B) or B % plan.dp:
+        raise ValueError(f"global_batch={global_batch!r} must be one multiple of dp={plan.dp} "
+                         "(one sequence per micro-batch)")
     if isinstance(budget_bytes, str):
         budget = float(hardware.get(budget_bytes).hbm_bytes)
     else:
@@ -395,7 +343,7 @@ def cp_for_context(cfg, T, budget_bytes, plan: ParallelPlan | None = None, *,
     cp, tried = 1, []
     while cp <= min(max_cp, T // 2 if T > 1 else 1) and plan.world_size * cp <= MAX_DEVICES:
         p = plan.with_changes(cp=cp, micro_batch=1)
-        total = float(_memory.training_memory(c, p, p.dp, T, **options).total)
+        total = float(_memory.training_memory(c, p, B, T, **options).total)
         tried.append((cp, total))
         if total <= budget and T % (2 * cp if cp > 1 else 1) == 0:
             return cp
@@ -403,23 +351,6 @@ def cp_for_context(cfg, T, budget_bytes, plan: ParallelPlan | None = None, *,
     last = f"; at cp={tried[-1][0]}: {tried[-1][1] / 1e9:.1f} GB" if tried else ""
     raise ValueError(f"T={T:,} tokens do not fit in {budget / 1e9:.1f} GB per device with any "
                      f"cp up to {min(max_cp, T // 2)}{last}: add tp, pp, ZeRO or recomputation")
-
-
-MAX_TOKENS = 2**24  # positions listed one by one below: keep the arrays small
-
-
-def _check_T(T, cp, per_rank_chunks):
-    T = check_count("T", T)
-    cp = check_count("cp", cp)
-    if np.ndim(T) or np.ndim(cp):
-        raise ValueError("T and cp must be single numbers")
-    if T > MAX_TOKENS or cp > MAX_DEVICES:
-        raise ValueError(f"T={T:,} tokens and cp={cp:,} ranks must be at most {MAX_TOKENS:,} "
-                         f"and {MAX_DEVICES:,} (positions are listed one by one)")
-    if T % (per_rank_chunks * cp):
-        raise ValueError(f"T={T} tokens must be divisible by {per_rank_chunks}·cp = "
-                         f"{per_rank_chunks * cp}")
-    return int(T), int(cp)
 
 
 def _scalar(x):

@@ -37,8 +37,9 @@ def comms(cfg, plan: ParallelPlan, B, T, *, dtype="bf16") -> list[Comm]:
     a = element_bytes(dtype)
     emb, rest, experts = params_per_device(cfg, plan)
     out = [Comm("all-reduce", "dp", replicas, a * (emb + rest), 1, "backward", True)]
-    if experts and plan.dp // plan.ep > 1:
-        out.append(Comm("all-reduce", "dp", plan.dp // plan.ep, a * experts, 1, "backward", True))
+    g_e = replicas // plan.ep  # ep is carved out of dp·cp: each expert has dp·cp/ep replicas
+    if experts and g_e > 1:
+        out.append(Comm("all-reduce", "dp", g_e, a * experts, 1, "backward", True))
     return out
 
 

@@ -32,8 +32,7 @@ from .kernels import (ADAM_BYTES_PER_PARAM, BACKWARD_STREAM_FACTOR,  # noqa: F40
                       LOSS_BYTES_PER_LOGIT, matmul_time, wave_efficiency)
 from .plan import CP_VARIANTS, PP_LAYOUTS, RECOMPUTE, SCHEDULES, ParallelPlan, check_plan
 from .step import assemble
-from .step_memory import (ALLOCATOR_FRAGMENTATION, FRAMEWORK_RESERVE_BYTES,  # noqa: F401
-                          GRAD_BUCKET_BYTES)
+from .step_memory import GRAD_BUCKET_BYTES  # noqa: F401 (re-exported)
 
 PLAN_FIELDS = ("dp", "tp", "pp", "cp", "ep", "zero", "micro_batch", "virtual_stages",
                "schedule", "recompute", "sequence_parallel")

@@ -30,15 +30,14 @@ n_moe is the number of MoE layers of the first pipeline stage (its ⌈L/pp⌉ la
 
 With tp > 1 (and no sequence parallelism) every tp rank dispatches the same tokens, and the
 router's weight gradient (a·D·E per MoE layer), partial on each tp rank, is summed by an
-AllReduce over tp. Expert weight gradients are summed over the dp/ep ranks holding the same
-experts (see :mod:`~scaling_lib.parallelism.data`).
+AllReduce over tp. Expert weight gradients are summed over the dp·cp/ep ranks holding the
+same experts (see :mod:`~scaling_lib.parallelism.data`). Routing itself (capacity, top-k, drops,
+imbalance) is in :mod:`~scaling_lib.parallelism.routing`, whose names this module re-exports.
 
 See: the chapter "Expert parallelism and mixtures of experts".
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -47,172 +46,15 @@ from .. import hardware, models
 from .. import roofline as _roofline
 from ..breakdown import Breakdown
 from ..transformer import _mlp_biases, _mlp_weights
-from ..units import _brief, check_count, check_int, check_positive, divisors
+from ..units import _brief, check_int, check_positive, divisors
 from .comms import Comm, element_bytes, params_per_device
+from . import rules as _rules
 from .plan import ParallelPlan, check_step_args
+from .routing import (MAX_LOGITS, _moe_cfg, _scalar, capacity, dropped_tokens,  # noqa: F401
+                      expert_loads, imbalance, keep_mask, route, tokens_per_expert, toy_router)
 
 
-MAX_LOGITS = 2**22  # toy_router's largest n·E (32 MB of float64 logits)
 DISPATCH = ("ragged", "padded")  # how a dropless layer's AllToAll sends (module docstring)
-
-
-# ---- routing -------------------------------------------------------------------------------
-def capacity(n_tokens, E, k, capacity_factor) -> int:
-    """Slots per expert for a group of n routed tokens: C = min(⌈c·k·n/E⌉, n).
-
-    ``capacity_factor`` None (dropless) gives n, the most tokens of a group one expert can
-    receive (top-k picks k distinct experts): the static buffer a dropless layer needs.
-
-    >>> capacity(4096, 8, 2, 1.25), capacity(4096, 8, 2, 1.0), capacity(16, 8, 2, None)
-    (1280, 1024, 16)
-    """
-    n = check_int("n_tokens", n_tokens)
-    E = check_int("E", E)
-    k = check_int("k", k)
-    if k > E:
-        raise ValueError(f"k={k} active experts cannot exceed E={E} experts")
-    if capacity_factor is None:
-        return int(n)
-    cf = check_positive("capacity_factor", capacity_factor)
-    if np.ndim(cf) or not cf > 0:
-        raise ValueError(f"capacity_factor={_brief(capacity_factor)} must be one positive "
-                         "number (or None for dropless)")
-    return int(min(math.ceil(cf * k * n / E - 1e-9), n))
-
-
-def tokens_per_expert(cfg, n_tokens) -> float:
-    """Tokens each expert receives under balanced routing: k·n/E. Broadcasts over n.
-
-    >>> tokens_per_expert("deepseek-v3", 32 * 8192)
-    8192.0
-    """
-    c = _moe_cfg(cfg)
-    n = np.asarray(check_positive("n_tokens", n_tokens), dtype=float)
-    return _scalar(c.k * n / c.E)
-
-
-def route(logits, k):
-    """Top-k routing of a [n, E] array of router logits: (experts [n, k], gates [n, k]).
-
-    Experts in order of preference; gates are the softmax over the k chosen logits (equal to
-    renormalising the softmax over all E to the chosen k, as Mixtral does).
-
-    >>> route(np.array([[0.0, 2.0, 1.0]]), 2)[0].tolist()
-    [[1, 2]]
-    """
-    try:
-        z = np.asarray(logits, dtype=float)
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"logits={_brief(logits)} must be a [n_tokens, E] array of numbers") \
-            from None
-    if z.ndim != 2 or not z.size or not np.isfinite(z).all():
-        raise ValueError(f"logits must be a finite [n_tokens, E] array, got shape {z.shape}")
-    k = check_int("k", k, maximum=z.shape[1])
-    if k < z.shape[1]:  # the k largest (in no order), then sorted: ties go to the lower index
-        chosen = np.argpartition(-z, k - 1, axis=1)[:, :k]
-    else:
-        chosen = np.broadcast_to(np.arange(z.shape[1]), z.shape)
-    chosen = np.sort(chosen, axis=1)
-    order = np.argsort(-np.take_along_axis(z, chosen, axis=1), axis=1, kind="stable")
-    experts = np.take_along_axis(chosen, order, axis=1)
-    top = np.take_along_axis(z, experts, axis=1)
-    g = np.exp(top - top[:, :1])
-    return experts, g / g.sum(axis=1, keepdims=True)
-
-
-def toy_router(n, E, k, *, skew=0.0, seed=0):
-    """The [n, k] experts a toy router picks: logits N(0, 1) per token and expert, plus a fixed
-    per-expert bias skew · N(0, 1) that favours some experts (0: balanced on average).
-
-    A stand-in for a trained router, to study capacity and imbalance; real routers are
-    balanced by an auxiliary loss (Switch, GShard) or a per-expert bias (DeepSeek-V3).
-
-    >>> toy_router(4, 8, 2, seed=1).shape
-    (4, 2)
-    """
-    n = check_int("n", n)
-    E = check_int("E", E)
-    k = check_int("k", k, maximum=E)
-    skew = check_positive("skew", skew, allow_zero=True)
-    if np.ndim(skew):
-        raise ValueError(f"skew={_brief(skew)} must be one number >= 0")
-    seed = check_int("seed", seed, minimum=0)
-    if n * E > MAX_LOGITS or n * k > MAX_LOGITS // 4:
-        raise ValueError(f"n={n} tokens, E={E}, k={k}: the toy router draws at most "
-                         f"{MAX_LOGITS:,} logits (n·E) and {MAX_LOGITS // 4:,} choices (n·k); "
-                         "route fewer tokens (a sample is enough)")
-    rng = np.random.default_rng([seed, n, E, k])
-    return route(rng.standard_normal((n, E)) + skew * rng.standard_normal(E), k)[0]
-
-
-def keep_mask(experts, E, C):
-    """Which (token, choice) assignments fit in capacity C: [n, k] booleans.
-
-    Priority: every token's first choice, in token order, then every second choice, ...
-    (GShard's order); an expert keeps its first C assignments.
-
-    >>> keep_mask(np.array([[0, 1], [0, 1], [0, 2]]), 3, 2).tolist()
-    [[True, True], [True, True], [False, True]]
-    """
-    try:
-        ex = np.asarray(experts)
-    except (TypeError, ValueError, OverflowError):
-        ex = np.asarray(0.5)  # reported below
-    if ex.ndim != 2:
-        raise ValueError(f"experts must be [n_tokens, k], got shape {ex.shape}")
-    C = check_int("C", C, minimum=0)
-    E = check_int("E", E)
-    if ex.dtype.kind not in "iu" or ex.size and (ex.min() < 0 or ex.max() >= E):
-        raise ValueError(f"experts must hold expert indices in [0, E={E}), got {_brief(ex)}")
-    order = ex.T.reshape(-1)  # choice-major: all first choices, then all second choices
-    onehot = order[:, None] == np.arange(E)[None, :]
-    position = np.cumsum(onehot, axis=0)[np.arange(order.size), order] - 1
-    return (position < C).reshape(ex.shape[1], ex.shape[0]).T
-
-
-def expert_loads(experts, E):
-    """Tokens routed to each expert (before any capacity): [E] counts.
-
-    >>> expert_loads(np.array([[0, 1], [0, 2]]), 4).tolist()
-    [2, 1, 1, 0]
-    """
-    try:
-        ex = np.asarray(experts)
-    except (TypeError, ValueError, OverflowError):
-        ex = np.asarray(0.5)  # reported below
-    E = check_int("E", E)
-    if ex.dtype.kind not in "iu" or ex.size and (ex.min() < 0 or ex.max() >= E):
-        raise ValueError(f"experts must hold expert indices in [0, E={E}), got {_brief(ex)}")
-    return np.bincount(ex.reshape(-1), minlength=E)
-
-
-def dropped_tokens(loads, C):
-    """Assignments beyond capacity: Σ_e max(load_e - C, 0). Sums over the last axis.
-
-    >>> dropped_tokens([5, 1, 3, 3], 3)
-    2.0
-    """
-    loads = np.asarray(check_positive("loads", loads, allow_zero=True), dtype=float)
-    C = check_positive("C", C, allow_zero=True)
-    return _scalar(np.maximum(loads - C, 0).sum(axis=-1))
-
-
-def imbalance(loads):
-    """Load imbalance: the busiest expert's tokens over the mean, max/mean >= 1.
-
-    The experts of a layer run in parallel and the layer waits for the busiest, so its expert
-    compute takes imbalance times the balanced time (see :func:`layer_times`).
-
-    >>> imbalance([6, 2, 2, 2])
-    2.0
-    """
-    loads = np.asarray(check_positive("loads", loads, allow_zero=True), dtype=float)
-    if loads.ndim == 0 or loads.shape[-1] == 0:
-        raise ValueError(f"loads={_brief(loads)} must be an array of tokens per expert")
-    mean = loads.mean(axis=-1)
-    if np.any(mean <= 0):
-        raise ValueError(f"loads={_brief(loads)} must route at least one token")
-    return _scalar(loads.max(axis=-1) / mean)
 
 
 # ---- communication and memory per step (the strategy interface) -------------------------------
@@ -322,7 +164,8 @@ def memory(cfg, plan: ParallelPlan, B, T, *, recipe="mixed", optimizer="adam", *
 
 
 def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
-    """ep > 1 needs an MoE model whose E experts split evenly over the ep ranks.
+    """ep > 1 needs an MoE model whose E experts split evenly over the ep ranks (the rule
+    ep_experts of :mod:`~scaling_lib.parallelism.rules`, as a sentence with the choices).
 
     (ep dividing dp · cp is checked by :class:`ParallelPlan` itself.)
 
@@ -333,12 +176,12 @@ def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
     if plan.ep == 1:
         return []
     c = models.get(cfg)
+    if "ep_experts" not in _rules.broken(c, plan, B, T):  # the rule's one home
+        return []
     if not c.is_moe:
         return [f"ep={plan.ep} needs a mixture-of-experts model; {c.name or 'cfg'} is dense "
                 "(E=1): use ep=1"]
-    if c.E % plan.ep:
-        return [f"ep={plan.ep} does not divide E={c.E} experts; choose ep in {divisors(c.E)}"]
-    return []
+    return [f"ep={plan.ep} does not divide E={c.E} experts; choose ep in {divisors(c.E)}"]
 
 
 def active_expert_params(cfg) -> Breakdown:
@@ -408,16 +251,3 @@ def layer_times(cfg, tokens, ep, accelerator, bytes_per_s, *, imbalance=1.0, top
     t_comm = 2 * _collectives.collective_time("all-to-all", V, ep, bytes_per_s,
                                              topology=topology, latency=latency)
     return _scalar(t_math), _scalar(t_comm)
-
-
-def _moe_cfg(cfg):
-    c = models.get(cfg)
-    if not c.is_moe:
-        raise ValueError(f"{c.name or 'cfg'} is dense (E=1); expert routing needs an MoE model "
-                         "(E > 1)")
-    return c
-
-
-def _scalar(x):
-    x = np.asarray(x)
-    return x.item() if x.ndim == 0 else x

@@ -96,7 +96,7 @@ def matmul_time(M, K, N, accelerator, *, dtype="bf16", calibration=None):
 
     >>> t = matmul_time(8192, 8192, 8192, "h100")
     >>> round(float(2 * 8192**3 / t / 989.4e12), 2)  # share of the peak: η_c, waves, bytes
-    0.7
+    0.71
     """
     from .calibration import Calibration
 

@@ -184,9 +184,8 @@ def comm_groups(plan: ParallelPlan, comm: Comm, order=ORDER) -> np.ndarray:
         elif (comm.kind == "all-reduce" and plan.zero and plan.zero_group > 1
               and g == n // plan.zero_group):  # HSDP
             out = rep.reshape(-1, g, plan.zero_group).transpose(0, 2, 1).reshape(-1, g)
-        elif plan.ep > 1 and g == plan.dp // plan.ep:  # expert weights: dp ranks, stride ep
-            dp_only = groups(plan, "dp", order)
-            out = dp_only.reshape(-1, g, plan.ep).transpose(0, 2, 1).reshape(-1, g)
+        elif plan.ep > 1 and g == n // plan.ep:  # expert weights: the dp·cp replicas, stride ep
+            out = rep.reshape(-1, g, plan.ep).transpose(0, 2, 1).reshape(-1, g)
         else:  # a ZeRO shard group: the g innermost replicas
             out = rep.reshape(-1, g)
     else:

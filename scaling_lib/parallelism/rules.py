@@ -73,7 +73,7 @@ _TABLE = (
                  "defeats its per-micro-batch gradient sharding); use ZeRO-1, or ZeRO-3 (FSDP, "
                  "as torchtitan and Llama 3 run it with stages)"),
 )
-FRAMEWORK_RULES = ("pp_split", "interleaved_m", "zero2_pp")
+FRAMEWORK_RULES = ("pp_layers", "pp_split", "interleaved_m", "zero2_pp")
 RULES = tuple(Rule(name, msg, 1 << i, "framework" if name in FRAMEWORK_RULES else "shape")
               for i, (name, msg) in enumerate(_TABLE))
 BY_NAME = {r.name: r for r in RULES}

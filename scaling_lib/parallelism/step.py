@@ -59,10 +59,12 @@ def _compute(c, acc, a, cal, P, T, flash, causal):
     t0, f0 = stage_compute(c, parts, c.L, rec, cal, embedding=True, head=True)
     slowest = np.argmax(np.stack([t1, t2, t3]), axis=0)
     pick = lambda *xs: np.choose(slowest, xs)  # noqa: E731
-    # the bubble is the ramp of the other stages: p - 1 slots of a stage without the embedding
-    # or the output layer (a step of 1F1B lasts m·t_slowest + the sum over the other stages)
+    # the bubble is the ramp of the other stages (a step of 1F1B lasts (m - 1)·t_slowest plus
+    # one micro-batch through every stage): p - 1 slots of a middle stage, and what the end
+    # stages add to their slot (the embedding's gradient, the output layer) beyond the slowest
+    slowest_t = np.maximum(np.maximum(t1, t2), t3)
     return {"mb": np.where(one, t0, pick(t1, t2, t3)), "f": np.where(one, f0, pick(f1, f2, f3)),
-            "ramp": t2,
+            "ramp": t2, "ends": np.where(one, 0.0, t1 + t3 - t2 - slowest_t),
             "layers": np.where(one, c.L, np.maximum(np.maximum(first, mid), last)),
             "parts": parts}
 
@@ -209,12 +211,12 @@ def assemble(c, cluster, P, B, T, *, dtype, cal, flash, causal, overlap_grad_red
     dpp = _data_parallel(c, P, m, a, cluster, cal, comp, params, overlap_grad_reduce)
     path_mb = crit["tp"] + crit["ep"] + crit["cp"] + crit["pp"]
     frac = _bubble_fraction(P, m)
-    bubble = frac / (1 - frac) * m * (comp["ramp"] + path_mb)
+    bubble = frac / (1 - frac) * m * (comp["ramp"] + path_mb) + np.maximum(comp["ends"], 0.0)
     compute_time = m * comp["mb"]
     exposed = m * path_mb + dpp["z3"] + dpp["dp_exposed"]
     step = compute_time + exposed + bubble + dpp["opt"] + dpp["ag_opt"]
     mfu, hfu = _utilisation(c, P, B, T, step, acc, dtype)
-    mem_parts = memory_arrays(c, P, m, T, a, recipe, flash, params)
+    mem_parts = memory_arrays(c, P, B, T, dtype, recipe, flash, cluster)
     mem = sum(mem_parts.values())
     out = dict(step_time=step, compute_time=compute_time, exposed_comm_time=exposed + dpp["ag_opt"],
                bubble_time=bubble, optimizer_time=dpp["opt"], memory_bytes=mem,

@@ -194,8 +194,8 @@ class StepTime:
         """Seconds of communication per plan axis ("dp", "tp", ...), or only their exposed part.
 
         >>> st = step_time("llama3-8b", hardware.cluster("h100", 8), ParallelPlan(dp=8), 64, 4096)
-        >>> st.comm_by_axis(exposed=True)
-        {'dp': 0.0}
+        >>> {k: round(v * 1e3, 1) for k, v in st.comm_by_axis(exposed=True).items()}  # ms
+        {'dp': 0.4}
         """
         out: dict = {}
         for c in self.comms:
@@ -281,7 +281,7 @@ def critical_tokens_per_device(cfg, cluster, plan: ParallelPlan, T, *, dtype="bf
     >>> from scaling_lib.parallelism.calibration import DEFAULT_CALIBRATION as cal
     >>> C_over_W = (cal.gemm_efficiency * c.accelerator.peak_flops_per_s()
     ...             / (cal.nvlink_efficiency * c.intra_node.bytes_per_s))
-    >>> 0.5 < b / (7 / 8 * C_over_W) < 1.5
+    >>> 0.4 < b / (7 / 8 * C_over_W) < 1.5  # NVLS (H100) moves half a ring's bytes
     True
     """
     cfg = models.get(cfg)

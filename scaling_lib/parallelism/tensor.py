@@ -48,6 +48,7 @@ from ..breakdown import Breakdown
 from ..transformer import _attention_weights, _mlp_weights, _norm_params
 from ..units import _brief, check_count, check_positive, divisors
 from .comms import Comm, element_bytes
+from . import rules as _rules
 from .plan import ParallelPlan, check_step_args
 
 
@@ -104,35 +105,32 @@ def memory(cfg, plan: ParallelPlan, B, T, **options):
 
 
 def constraints(cfg, plan: ParallelPlan, B, T) -> list[str]:
-    """Heads, kv heads, MLP width, vocabulary (and T with SP) must split over tp.
+    """The tensor-parallel rules of :mod:`~scaling_lib.parallelism.rules` that ``plan`` breaks
+    (tp_heads, tp_kv_heads, tp_ffn and, with sequence parallelism, sp_seq), as sentences with
+    the numbers and the valid choices. The vocabulary never refuses a tp: frameworks pad it.
 
     >>> c = models.TransformerConfig(L=2, D=32, F=64, N=4, K=2, H=8, V=64)
     >>> plan = ParallelPlan(tp=8, sequence_parallel=True)
     >>> constraints(c, plan, 8, 12)  # doctest: +NORMALIZE_WHITESPACE
-    ['tp=8 does not divide N=4 query heads; choose tp in [1, 2, 4]',
-     'T=12 tokens must be divisible by tp=8 (sequence parallelism splits the sequence)']
+    ['tp_heads: tp=8 does not divide N=4 query heads; choose tp in [1, 2, 4]',
+     'sp_seq: T=12 tokens must be divisible by tp=8 (sequence parallelism splits the sequence)']
     """
     check_step_args(plan, B, T)
     t = plan.tp
     if t == 1:
         return []
     c = models.get(cfg)
-    out = []
-    if c.N % t:
-        ok = divisors(c.N)
-        out.append(f"tp={t} does not divide N={c.N} query heads; choose tp in {ok}")
-    elif c.K % t and t % c.K:
-        out.append(f"K={c.K} kv heads must divide or be divisible by tp={t} (tp > K "
-                   "replicates kv heads)")
+    broken = set(_rules.broken(c, plan, B, T))
+    ok = _rules.tp_choices(c)
     width = c.F_e if c.is_moe else c.F
-    if c.F % t or width % t:
-        out.append(f"MLP width F={width} is not divisible by tp={t}")
-    if c.V % t:
-        out.append(f"V={c.V} is not divisible by tp={t} (pad the vocabulary, as Megatron does)")
-    if plan.sequence_parallel and (T // plan.cp) % t:
-        out.append(f"T={T} tokens must be divisible by tp={t} (sequence parallelism splits "
-                   "the sequence)")
-    return out
+    sentences = {
+        "tp_heads": f"tp={t} does not divide N={c.N} query heads; choose tp in {ok}",
+        "tp_kv_heads": f"K={c.K} kv heads must divide or be divisible by tp={t} (tp > K "
+                       f"replicates kv heads); choose tp in {ok}",
+        "tp_ffn": f"MLP width F={width} is not divisible by tp={t}; choose tp in {ok}",
+        "sp_seq": f"T={T} tokens must be divisible by tp={t} (sequence parallelism splits "
+                  "the sequence)"}
+    return [f"{name}: {sentences[name]}" for name in sentences if name in broken]
 
 
 def layer_flops_per_token(cfg) -> float:

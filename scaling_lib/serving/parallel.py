@@ -250,6 +250,7 @@ def front(cfg, accelerator, device_counts, batches, *, prompt_len, gen_len, dtyp
     """
     from . import estimator as est
     from .layout import layouts
+    from .sizing import pareto_mask
 
     keys = ("n", "tp", "pp", "replicas", "batch", "tpot", "ttft", "tokens_per_s", "per_device",
             "cost")
@@ -280,6 +281,6 @@ def front(cfg, accelerator, device_counts, batches, *, prompt_len, gen_len, dtyp
     out = {k: np.concatenate(v) if v else np.array([]) for k, v in rows.items()}
     if price_per_device_hour is None:
         del out["cost"]
-    out["pareto"] = est.pareto_mask(out["tpot"], out["per_device"]) if out["n"].size \
+    out["pareto"] = pareto_mask(out["tpot"], out["per_device"]) if out["n"].size \
         else np.array([], dtype=bool)
     return out

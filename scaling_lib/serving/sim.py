@@ -115,7 +115,7 @@ def kv_transfer_time(cfg, prompt_len, accelerator="h100", *, kv_dtype="bf16", li
 def linear_step_time(cfg, accelerator, n_devices, context, *, dtype="bf16", kv_dtype=None):
     """(t0, t1): a decode step of b sequences at ``context`` tokens takes about t0 + t1·b seconds.
 
-    From :func:`scaling_lib.inference.decode_step_time` with tp = n_devices and the launch floor,
+    From :func:`scaling_lib.inference.decode_step_time` with tp = n_devices (and its launch floor),
     memory-bound:
     t1 = one sequence's KV cache / (n·W_hbm), t0 = step(1) - t1 (weights and all-reduces). Good
     while the step stays memory-bound (b well below the critical batch) and the all-reduces stay
@@ -123,7 +123,7 @@ def linear_step_time(cfg, accelerator, n_devices, context, *, dtype="bf16", kv_d
 
     >>> t0, t1 = linear_step_time("llama3-70b", "h100", 8, 2048)
     >>> round(t0 * 1e3, 2), round(t1 * 1e6, 1)  # ms, µs per sequence
-    (6.17, 25.0)
+    (6.16, 25.0)
     """
     acc = hardware.get(accelerator)
     n = check_int("n_devices", n_devices, maximum=2**24)

@@ -94,6 +94,13 @@ def check_supported(cfg, plan: ParallelPlan, B: int, T: int, dtype: str, optimiz
     if plan.tp > 1 and cfg.K % plan.tp:
         reasons.append(f"K={cfg.K} kv heads are not divisible by tp={plan.tp} (replicating kv "
                        "heads is not simulated)")
+    if plan.tp > 1 and cfg.V % plan.tp:
+        reasons.append(f"V={cfg.V} is not divisible by tp={plan.tp} (the simulated model does "
+                       "not pad the vocabulary as Megatron-LM does)")
+    kv = cfg.K // plan.tp if cfg.K % plan.tp == 0 else 1
+    if plan.cp > 1 and plan.cp_variant == "ulysses" and kv % plan.cp and plan.cp % kv:
+        reasons.append(f"ulysses with {kv} kv heads per tensor rank and cp={plan.cp}: the "
+                       "simulated step replicates kv heads only when one count divides the other")
     S = plan.zero_group if plan.zero else 1
     for name, (shape, tp_dim, z_dim) in _model.layout(cfg).items():
         if plan.zero and shape[z_dim] % S:

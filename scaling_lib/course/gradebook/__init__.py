@@ -37,7 +37,8 @@ The package, one concept per module:
 - :mod:`.flags`: tampering and key-use flags (:func:`scan`);
 - :mod:`.probe`: the probe cell, and the fresh process for functions;
 - :mod:`.verdicts`: verdicts from what came back (:class:`Result`);
-- :mod:`.grade`: grading a notebook or a folder (:func:`grade_notebook`, :func:`grade_folder`);
+- :mod:`.grade`: grading a notebook in its jail (:func:`grade_notebook`);
+- :mod:`.classroom`: who is who, seeds, duplicates, and grading a folder (:func:`grade_folder`);
 - :mod:`.worker`: one notebook in its own process;
 - :mod:`.reports`: CSV (with checksums), table, feedback, pass-rate plot and the exercise
   :func:`catalog`.
@@ -47,7 +48,8 @@ from .chapter import Chapter, Course, Exercise, course_root, load_chapter
 from .codec import CODEC, decode, encode, split_case
 from .files import MAX_BYTES, PATTERN, Entry, find_submissions, parse_name, read_notebook
 from .flags import scan
-from .grade import DUPLICATES, grade_folder, grade_notebook, plan_folder, read_seeds, student_of
+from .classroom import DUPLICATES, grade_folder, plan_folder, read_seeds, student_of
+from .grade import grade_notebook
 from .reports import (
     SYMBOL,
     catalog,

@@ -79,8 +79,8 @@ class Chapter:
         return got
 
     def expected_all(self, seed: int) -> dict:
-        """Every exercise's expected value at ``seed``: the solutions notebook replayed top to bottom
-        as a student who did the worked solutions would run it (each graded cell without its checker
+        """Every exercise's expected value at ``seed``: the solutions notebook replayed top to
+        bottom as a student who did the worked solutions would run it (each graded cell without its checker
         call), so a key sees every name an earlier cell made (``np`` of an earlier exercise).
         An exercise whose key raised maps to the exception."""
         if seed in self._expected:

@@ -90,7 +90,8 @@ def scan(src: str, lines: set, key_aliases: set, flag_keys: bool) -> list[str]:
                               (mod == "scaling_lib" and "keys" in names) or
                               any(m and m.startswith("importlib") for m in mods)):
                 found.append("imports the answer keys (or importlib)")
-            if any(m in ("scaling_lib.course.grading", "scaling_lib.course.exercises") for m in mods):
+            if any(m in ("scaling_lib.course.grading", "scaling_lib.course.exercises")
+                   for m in mods):
                 found.append("imports the checker's module")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             if node.func.id in ("setattr", "delattr"):

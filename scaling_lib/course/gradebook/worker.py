@@ -1,6 +1,6 @@
 """One notebook, graded in its own process: ``python -m scaling_lib.course.gradebook.worker``.
 
-Reads a job (JSON, from :func:`~.grade.grade_folder`) on stdin, grades the notebook
+Reads a job (JSON, from :func:`~.classroom.grade_folder`) on stdin, grades the notebook
 (:func:`~.grade.grade_notebook`), writes the result atomically to the job's ``out`` file, and
 kills every process left below it (it is a child subreaper: orphans of its jails come back to
 it) before it exits. The parent watches it with a deadline, so a notebook that stops or hangs
@@ -17,7 +17,8 @@ from pathlib import Path
 def main() -> int:
     from ..sandbox import Isolation, become_subreaper
     from .chapter import Course
-    from .grade import _kill_everything_below_us, _write, grade_notebook
+    from .classroom import _kill_everything_below_us, _write
+    from .grade import grade_notebook
 
     become_subreaper()
     job = json.loads(sys.stdin.read())

@@ -192,7 +192,7 @@ HINTS = {
              'skip those whose HBM does not hold the weights'),
     '22.3': ("A roofline step at the mean context, plus TP's all-reduces.",
              'use the mean context over a generation; add two all-reduces per layer of the '
-             "batch's activations"),
+             "batch's activations, and one for the vocabulary-parallel embedding"),
     '22.4': ('Keep the batches within the budget.',
              'of those that fit and meet it, take the one with the most tokens/s'),
     '22.5': ("Match decode's demand for prefills with prefill's supply.",

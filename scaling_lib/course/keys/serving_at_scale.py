@@ -177,7 +177,8 @@ HINTS = {
     '21.1': ('The weights must fit.',
              'the weight bytes over HBM per device, rounded up'),
     '21.2': ("A decode step is a roofline step plus TP's all-reduces.",
-             'the larger of math and memory time across the chips, plus two all-reduces per layer'),
+             'the larger of math and memory time across the chips, plus two all-reduces per layer '
+             'and one for the vocabulary-parallel embedding'),
     '21.3': ('Try every batch.',
              'keep the batches that fit and meet the budget, take the one with the most throughput'),
     '21.4': ('Match the rate sequences leave decode with the rate prefill fills them.',
