@@ -162,9 +162,9 @@ def build_cluster(args):
     headroom = getattr(args, "headroom", 0.0) or 0.0
     if headroom:
         acc = c.accelerator
-        if headroom * 1e9 >= acc.hbm_bytes:
+        if headroom * 1e9 >= acc.memory_capacity_bytes:
             raise UsageError(f"--headroom {headroom:g} GB leaves no memory: the {acc.name} has "
-                             f"{acc.hbm_bytes / 1e9:.0f} GB; choose less than that")
+                             f"{acc.memory_capacity_bytes / 1e9:.1f} GB usable; choose less than that")
         less = {"hbm_bytes": acc.hbm_bytes - headroom * 1e9}
         if getattr(acc, "usable_hbm_bytes", 0):  # the driver-reported capacity, where known
             less["usable_hbm_bytes"] = acc.usable_hbm_bytes - headroom * 1e9
@@ -307,7 +307,7 @@ def _estimate(args) -> int:
     plan = fixed_plan(args, cfg, cluster)
     est = estimate(cfg, cluster, plan, args.global_batch, args.seq_len, dtype=args.dtype,
                    calibration=cal)
-    limit = cluster.accelerator.hbm_bytes
+    limit = cluster.accelerator.memory_capacity_bytes  # what estimate's fits compares with
     if args.json:
         print(json.dumps(_record(est) | {"plan": _plan_dict(plan), "dtype": args.dtype,
                                          "memory_limit_bytes": float(limit),

@@ -317,9 +317,9 @@ def explain(cfg, cluster, plan: ParallelPlan, global_batch, T, *, dtype="bf16", 
         return out
     est = estimate(c, _cluster_of(cluster, n), plan, global_batch, T, dtype=dtype)
     if not est.fits:
-        hbm = cluster.accelerator.hbm_bytes
+        room = cluster.accelerator.memory_capacity_bytes  # what the driver reports
         return [f"{dict(RULES)['memory']} (rule: memory): it needs {float(est.memory.total) / 1e9:.1f} GB per device, "
-                f"the {cluster.accelerator.name} has {hbm / 1e9:.0f} GB"]
+                f"the {cluster.accelerator.name} has {room / 1e9:.1f} GB usable"]
     if ranked is not None:
         t = ranked.table
         same = np.ones(len(ranked), dtype=bool)

@@ -220,7 +220,7 @@ def assemble(c, cluster, P, B, T, *, dtype, cal, flash, causal, overlap_grad_red
     mem = sum(mem_parts.values())
     out = dict(step_time=step, compute_time=compute_time, exposed_comm_time=exposed + dpp["ag_opt"],
                bubble_time=bubble, optimizer_time=dpp["opt"], memory_bytes=mem,
-               fits=mem <= acc.hbm_bytes, mfu=mfu, hfu=hfu, tokens_per_s=B * T / step)
+               fits=mem <= acc.memory_capacity_bytes, mfu=mfu, hfu=hfu, tokens_per_s=B * T / step)
     if detail:
         S = dpp["S"]
         out["memory_parts"] = mem_parts

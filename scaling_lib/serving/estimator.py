@@ -180,7 +180,7 @@ def _evaluate(c, acc, lay, B, P, G, dtype, kv_dtype, mfu, chunk, cuda_graphs):
     return dict(
         ttft=ttft, tpot=tpot, tpot_mixed=t_round, tokens_per_s=tokens_per_s,
         decode_tokens_per_s=np.asarray(B, dtype=float) / tpot, latency=ttft + G * tpot,
-        fits=total <= acc.hbm_bytes, mem=mem,
+        fits=total <= acc.memory_capacity_bytes, mem=mem,
         prefill_bound=np.where(t_launch > np.maximum(t_math, t_mem) + t_comm, "launch",
                                _bound(compute=t_math, memory=t_mem, communication=t_comm)),
         decode_bound=np.where(np.asarray(dec["launch"]) >= tpot, "launch",
