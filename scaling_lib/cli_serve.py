@@ -27,6 +27,8 @@ import json
 
 import numpy as np
 
+from .cli_train import _float as _positive_float  # the one parser of a positive number flag
+
 DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 PARETO_BATCHES = 2 ** np.arange(13)  # 1 .. 4096
 
@@ -55,18 +57,6 @@ def _price(text: str) -> float:
     return x
 
 
-def _seconds(flag: str):
-    def parse(text: str) -> float:
-        try:
-            x = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} must be a positive number, got {text!r}")
-        if not 0 < x < float("inf"):
-            raise argparse.ArgumentTypeError(f"{flag} must be a positive number, got {text!r}")
-        return x
-    return parse
-
-
 def add_serve(sub) -> None:
     """Register the ``serve`` subcommand on an argparse subparsers object."""
     s = sub.add_parser("serve", help="latency, throughput, memory and cost of serving a model",
@@ -92,11 +82,11 @@ def add_serve(sub) -> None:
                    help="copies of the model (default: chosen); tp x pp x replicas = --gpus")
     s.add_argument("--prefill", default="chunked", choices=("chunked", "static"),
                    help="chunked prefill (decode rides along; default) or static batching")
-    s.add_argument("--slo-ttft", type=_seconds("--slo-ttft"),
+    s.add_argument("--slo-ttft", type=_positive_float("--slo-ttft"),
                    help="target time to first token, seconds (goodput)")
-    s.add_argument("--slo-tpot", type=_seconds("--slo-tpot"),
+    s.add_argument("--slo-tpot", type=_positive_float("--slo-tpot"),
                    help="target time per output token, seconds (goodput)")
-    s.add_argument("--rate", type=_seconds("--rate"),
+    s.add_argument("--rate", type=_positive_float("--rate"),
                    help="requests/s for the tail latencies (default: 80%% of the sustained rate)")
     s.add_argument("--requests", type=_int("--requests"), default=2000,
                    help="requests the simulator runs for the tail latencies (default 2000)")
