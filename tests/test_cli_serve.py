@@ -62,7 +62,7 @@ def test_readable_table(capsys):
 
 @pytest.mark.parametrize("extra, needle", [
     (["--model", "llama3-7b"], "unknown model 'llama3-7b'; choose one of: llama3-8b"),
-    ([], "give a model preset (llama3-8b"),
+    ([], "give --model NAME (llama3-8b"),
     (["--model", "llama3-70b", "--layers", "2"], "not both"),
     (["--layers", "2", "--hidden", "100", "--heads", "3"], "--heads 3 must divide --hidden 100"),
     (["--layers", "2", "--hidden", "96", "--heads", "6", "--kv-heads", "4"],

@@ -44,3 +44,23 @@ def test_model_never_imports_the_course_package():
             if any(n == "scaling_lib.course" or n.startswith("scaling_lib.course.") for n in names):
                 offenders.append(f"{rel}:{node.lineno}")
     assert not offenders, f"the model imports the course package at {offenders}"
+
+
+def test_the_plan_sits_below_memory():
+    """memory imports ParallelPlan from the ground floor (scaling_lib.plan), never the parallelism
+    package at module level (which imports memory back through estimate): no import cycle."""
+    import ast
+    from pathlib import Path
+
+    import scaling_lib
+
+    root = Path(scaling_lib.__file__).parent
+    top_level = []
+    for path in sorted((root / "memory").glob("*.py")) + [root / "plan.py"]:
+        for node in ast.parse(path.read_text()).body:  # module level only; lazy imports are fine
+            if isinstance(node, ast.ImportFrom) and node.module and "parallelism" in node.module:
+                top_level.append(f"{path.name}:{node.lineno}")
+    assert not top_level, f"module-level imports of the parallelism package in memory/plan: {top_level}"
+    from scaling_lib.parallelism import ParallelPlan
+    from scaling_lib.plan import ParallelPlan as GroundFloor
+    assert ParallelPlan is GroundFloor

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import models
-from ..parallelism.plan import CP_VARIANTS, PP_LAYOUTS, RECOMPUTE, SCHEDULES, ParallelPlan
+from ..plan import CP_VARIANTS, PP_LAYOUTS, RECOMPUTE, SCHEDULES, ParallelPlan
 from ..transformer import (_attention_biases, _attention_weights, _layer_norms, _mlp_biases,
                            _mlp_weights, _norm_params)
 from ..units import _brief, check_choice, check_count

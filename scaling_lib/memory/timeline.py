@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import models
 from ..breakdown import Breakdown
-from ..parallelism.plan import ParallelPlan
+from ..plan import ParallelPlan
 from ..units import check_positive, dtype_bytes
 from .activations import _activation_terms, logits_bytes
 from .training import training_memory

@@ -41,7 +41,7 @@ import numpy as np
 
 from .. import hardware, models
 from ..breakdown import Breakdown
-from ..parallelism.plan import RECOMPUTE, ParallelPlan
+from ..plan import RECOMPUTE, ParallelPlan
 from ..units import _brief, check_choice, check_count, check_positive, dtype_bytes, fmt_bytes
 from .activations import _activation_terms, _check_flag, _recompute_kind, logits_bytes
 from .layout import _check_plan, _columns, _in_flight, plan_columns, stage_params

@@ -84,13 +84,15 @@ def pareto_mask(latency, throughput):
 
 
 def best_batch(cfg, accelerator, n_devices, *, tpot_budget, prompt_len, gen_len, dtype="bf16",
-               kv_dtype=None, max_batch=4096, **layout) -> int:
+               kv_dtype=None, max_batch=4096, tp=None, pp=None, replicas=None,
+               prefill="chunked") -> int:
     """The batch with the most tokens/s whose TPOT stays within ``tpot_budget`` and which fits.
 
     Evaluates :func:`estimate` at every batch 1..max_batch and keeps the feasible ones (memory
     fits, TPOT <= budget); returns the one with the highest tokens/s, or 0 when even batch 1 is
     infeasible. In this model tokens/s grows with the batch, so it is the largest feasible one.
-    ``layout``: :func:`estimate`'s tp, pp, replicas, prefill (default: chosen per batch).
+    ``tp``, ``pp``, ``replicas``, ``prefill``: as in :func:`estimate` (default: the layout is
+    chosen per batch).
 
     >>> best_batch("llama3-70b", "h100", 8, tpot_budget=0.02, prompt_len=1024, gen_len=256)
     409
@@ -103,7 +105,8 @@ def best_batch(cfg, accelerator, n_devices, *, tpot_budget, prompt_len, gen_len,
         raise ValueError(f"tpot_budget={_brief(tpot_budget)} must be a single number")
     B = np.arange(1, top + 1)
     e = estimate(cfg, accelerator, n_devices, batch=B, prompt_len=prompt_len, gen_len=gen_len,
-                 dtype=dtype, kv_dtype=kv_dtype, **layout)
+                 dtype=dtype, kv_dtype=kv_dtype, tp=tp, pp=pp, replicas=replicas,
+                 prefill=prefill)
     ok = np.asarray(e.fits) & (np.asarray(e.tpot) <= budget)
     if not ok.any():
         return 0

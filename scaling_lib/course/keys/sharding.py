@@ -269,6 +269,9 @@ WRONG_METHODS["9.11"] = {
 }
 
 with_messages(WRONG_METHODS, {
+    "9.1": {"any sharded J means an AllReduce":
+            "a contracting dimension J sharded on only one operand is gathered first (an "
+            "AllGather); only J sharded on both leaves partial sums to all-reduce"},
     "9.2": {"the whole array V": "each device already holds V/n: it receives the rest",
             "fp32 weights": "the weights are bf16, 2 bytes each"},
     "9.3": {"an AllGather's cost": "an AllReduce is a ReduceScatter plus an AllGather",

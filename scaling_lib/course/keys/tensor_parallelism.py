@@ -394,6 +394,9 @@ WRONG_METHODS["11.10"]["no reduce-scatter"] = (
 SYNONYMS = {"11.11": {"f": ("the f operator", "f operator", "operator f", "f (identity)")}}
 
 with_messages(WRONG_METHODS, {
+    "11.10": {"AllReduce then slice":
+              "an AllReduce followed by keeping your rows moves twice the bytes: reduce-scatter "
+              "the rows instead"},
     "11.1": {"forward pass only": "the backward all-reduces as often as the forward",
              "fp32 activations": "the activations are bf16, 2 bytes each",
              "a shard of the activations (V / tp)": "each AllReduce moves the whole activation"},
