@@ -98,8 +98,8 @@ def build_model(v: dict, spell=_csv_name):
     missing = [spell(f, "").strip(" =") for f in ("layers", "hidden", "heads")
                if v.get(f) is None]
     if missing:
-        raise ValueError(f"give a model preset ({', '.join(models.names())}) or a custom model "
-                         f"with layers, hidden, heads; missing {' '.join(missing)}")
+        raise ValueError(f"give {spell('model', 'NAME')} ({', '.join(models.names())}) or a "
+                         f"custom model with layers, hidden, heads; missing {' '.join(missing)}")
     L, D, N = v["layers"], v["hidden"], v["heads"]
     if D % N and v.get("head_dim") is None:
         raise ValueError(f"{spell('heads', N)} must divide {spell('hidden', D)} (head dimension "
