@@ -136,3 +136,17 @@ def test_collectives_have_one_cost_model():
     for cl in (H100_64, v5p):
         assert links.group_time("all-reduce", 2e9, 64, 1, cl, cal) == \
             group_time("all-reduce", 2e9, 64, 1, cl, calibration=cal)
+
+
+@pytest.mark.parametrize("name, plan, B, T", SHAPES)
+def test_estimate_memory_is_training_memory_part_by_part(name, plan, B, T):
+    """One memory model: estimate(...).memory and memory.training_memory are the same Breakdown
+    (same parts, same bytes), and fits compares it with what the driver reports."""
+    from scaling_lib import memory
+
+    cluster = hardware.cluster("h100", plan.world_size)
+    e = estimate(name, cluster, plan, B, T)
+    m = memory.training_memory(name, plan, B, T)
+    assert list(e.memory) == list(m)
+    assert [float(v) for v in e.memory.values()] == pytest.approx([float(v) for v in m.values()])
+    assert e.fits == (float(m.total) <= cluster.accelerator.memory_capacity_bytes)

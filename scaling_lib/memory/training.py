@@ -99,6 +99,10 @@ PARTS = ("parameters", "gathered parameters", "gradients", "gradient accumulator
 GRAD_ACCUMULATION = ("auto", "sharded", "unsharded")
 
 
+# Parts a Breakdown always shows, even at zero; the others appear only when they hold bytes
+# (estimate(...).memory follows the same rule, so both give the same Breakdown).
+ALWAYS_SHOWN = ("parameters", "gradients", "optimizer", "activations", "logits")
+
 def _activation_per_token(c, P, T, flash, a, moe, recompute_as=None, selective="attention",
                           fp8_inputs=False):
     """Bytes per token of one layer on each plan's device (dense or MoE layer)."""
@@ -361,8 +365,7 @@ def training_memory(cfg, plan: ParallelPlan | None = None, B=None, T=2048, *,
     parts = {}
     for k in PARTS:
         v = np.array([float(r[k][0]) for r in rows]).reshape(Ts.shape)
-        if np.any(v > 0) or k in ("parameters", "gradients", "optimizer", "activations",
-                                  "logits"):
+        if np.any(v > 0) or k in ALWAYS_SHOWN:
             # a part that does not change with T (the model states) stays a number
             parts[k] = float(v.flat[0]) if v.ndim == 0 or np.all(v == v.flat[0]) else v
     if np.any(overhead > 0):

@@ -213,8 +213,10 @@ def estimate(cfg, cluster, plan: ParallelPlan, global_batch, T, *, dtype="bf16",
                         causal=causal, overlap_grad_reduce=overlap_grad_reduce, recipe=recipe,
                         detail=True, order=order)
     one = {k: float(np.asarray(r[k])[0]) for k in OUTPUTS}
-    mem = Breakdown({k: float(np.asarray(v)[0]) for k, v in r["memory_parts"].items()},
-                    unit="bytes")
+    from ..memory.training import ALWAYS_SHOWN  # the one rule of which parts a Breakdown shows
+
+    mem = Breakdown({k: float(np.asarray(v)[0]) for k, v in r["memory_parts"].items()
+                     if k in ALWAYS_SHOWN or float(np.asarray(v)[0]) > 0}, unit="bytes")
     comms = tuple(CommEstimate(name, axis, kind, int(np.asarray(g).ravel()[0]),
                                float(np.asarray(t).ravel()[0]), float(np.asarray(e).ravel()[0]))
                   for name, axis, kind, g, t, e in r["comms"]
