@@ -100,11 +100,18 @@ class Kernel:
         """Stop the kernel and every process of its jail; True if nothing was left behind."""
         gone = True
         if self.client is not None:
+            client, self.client = self.client, None
             try:
-                self.client.stop_channels()
+                client.stop_channels()
             except Exception:
                 pass
-            self.client = None
+            try:
+                # Messages still queued for a kernel that is gone must not make zmq's term() wait
+                # for ever: the client's own __del__ would otherwise block, at some later garbage
+                # collection, in whatever code happens to run then (seen: a hung test worker).
+                client.context.destroy(linger=0)
+            except Exception:
+                pass
         if self.jail is not None:
             gone = self.jail.close()
             self.jail = None
