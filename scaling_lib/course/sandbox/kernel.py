@@ -70,7 +70,13 @@ class Kernel:
                                        "--HistoryManager.enabled=False",
                                        "--IPKernelApp.parent_handle=0"])
         self.proc = self.jail.popen(argv, env=env)
-        self.client = BlockingKernelClient()
+        import zmq
+
+        context = zmq.Context()
+        # Sockets never wait at term() for messages to a kernel that is gone: a client dropped
+        # without stop() must not block a later garbage collection (seen: hung test workers).
+        context.setsockopt(zmq.LINGER, 0)
+        self.client = BlockingKernelClient(context=context)
         self.client.load_connection_file(conn)
         self.client.start_channels()
         deadline = time.monotonic() + STARTUP_TIME
