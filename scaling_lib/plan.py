@@ -211,7 +211,7 @@ def check_step_args(plan, B, T, options=None) -> None:
     if options:
         import inspect
 
-        from ..memory import training_memory  # memory imports this module: import lazily
+        from .memory import training_memory  # memory imports this module: import lazily
 
         valid = [p.name for p in inspect.signature(training_memory).parameters.values()
                  if p.kind is p.KEYWORD_ONLY]

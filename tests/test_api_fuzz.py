@@ -357,7 +357,7 @@ def test_every_module_is_fuzzed():
     for mod in ("scaling_lib.units", "scaling_lib.roofline", "scaling_lib.transformer",
                 "scaling_lib.memory", "scaling_lib.inference", "scaling_lib.collectives",
                 "scaling_lib.models", "scaling_lib.published", "scaling_lib.hardware.clusters",
-                "scaling_lib.parallelism.plan", "scaling_lib.sharding",
+                "scaling_lib.plan", "scaling_lib.sharding",
                 "scaling_lib.parallelism.steptime", "scaling_lib.parallelism.timeline",
                 "scaling_lib.parallelism.split", "scaling_lib.serving",
                 "scaling_lib.serving.sim"):
