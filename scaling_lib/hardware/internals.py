@@ -151,6 +151,11 @@ class TPUInternals:
     vmem_bytes: float = math.nan
     source: str = ""
     vmem_bytes_per_s: float = math.nan
+    # The VPU works on vector registers (VREGs) of sublanes x lanes 32-bit words: 8 x 128 on every
+    # generation here (Google Cloud TPU v6e page: "a 128x8 vector processing unit (VPU) with 128
+    # lanes x 8 sublanes"; Austin et al., "How to Scale Your Model", part 2, for the others).
+    vpu_sublanes: int = 8
+    vpu_lanes: int = 128
 
     @property
     def n_mxus(self) -> int:
