@@ -27,6 +27,14 @@ _DEFAULT_OPS = (
 )
 
 
+def _num(x) -> str:
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def _pct(f) -> str:
+    return f"{f:.0%}" if f >= 0.1 else f"{100 * f:.2g}%"
+
+
 def roofline_ridge(name="h100", dtype="bf16", *, ops=None, ax=None):
     """One chip's roofline as a mechanism: the memory slope I * W, the compute roof C, the ridge
     I* = C / W where they meet, and a few operations placed by their intensity (the default: an
@@ -51,15 +59,16 @@ def roofline_ridge(name="h100", dtype="bf16", *, ops=None, ax=None):
                 textcoords="offset points", fontsize=8, color=TEXT,
                 arrowprops={"arrowstyle": "-", "color": LINE})
     xs = lo * 3
-    ax.text(xs * 2, xs * W / 5, f"slope: W = {fmt_bytes_per_s(W)}\nFLOP/s = I x W", fontsize=8,
-            color=PALETTE["comm"], rotation=0, va="top")
+    ax.annotate(f"slope: W = {fmt_bytes_per_s(W)}\nFLOP/s = I x W", (xs * 10, xs * 10 * W),
+                xytext=(lo * 1.3, C / 5), fontsize=8, color=PALETTE["comm"], va="top",
+                arrowprops={"arrowstyle": "-", "color": PALETTE["comm"], "lw": 0.6})
     ax.text(ridge * 1.5, C * 1.25, f"roof: C = {fmt_flops_per_s(C)}", fontsize=8,
             color=PALETTE["compute"])
     for k, (s, i) in enumerate(ops):
         got = float(rl.attainable_flops_per_s(i, acc, dtype))
         bound = "memory-bound" if i < ridge else "compute-bound"
         ax.plot([i], [got], "s", color=shard_colour(k + 1), ms=7, zorder=5,
-                label=f"{s}: I = {i:,.3g}, {bound}, {100 * got / C:.2g}% of C")
+                label=f"{s}: I = {_num(i)}, {bound}, {_pct(got / C)} of C")
         ax.vlines(i, y.min(), got, color=shard_colour(k + 1), ls="--", lw=0.8)
     ax.set_xlim(lo, hi)
     ax.set_ylim(y.min(), C * 3)
