@@ -302,3 +302,11 @@ def occupancy(registers_per_thread, smem_bytes_per_block=0, threads_per_block=25
     limiter = min(by, key=lambda k: (by[k], list(by).index(k)))
     warps = blocks * w
     return Occupancy(blocks, warps, warps / lim.max_warps, limiter, by)
+
+
+# Blackwell (B200, GB200) tensor memory: a per-SM memory next to the fifth-generation tensor cores
+# that holds MMA accumulators instead of registers. NVIDIA PTX ISA, "Tensor Memory" (tcgen05): 128
+# lanes x 512 columns of 32-bit cells per CTA's SM, so 128 * 512 * 4 bytes = 256 KiB.
+TMEM_LANES = 128
+TMEM_COLUMNS = 512
+TMEM_BYTES_PER_SM = TMEM_LANES * TMEM_COLUMNS * 4
