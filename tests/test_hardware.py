@@ -515,3 +515,15 @@ def test_tpu_slice_accepts_the_largest_slice_and_the_v5p_pod_is_not_one():
     for name, shape in chips.TPU_MAX_SLICE_SHAPE.items():
         assert hw.tpu_slice(name, shape[::-1]).n_devices == math.prod(shape)
     assert hw.get_cluster("tpu-v5p-pod").n_devices == 8960 > hw.tpu_slice("tpu-v5p", (16, 16, 24)).n_devices
+
+
+def test_systolic_clocks_fill_and_drain():
+    """Row r reaches cell (k, j) at clock r + k + j: the last row leaves at n - 1 + 2 (s - 1)."""
+    assert hw.systolic_clocks(1, 1) == 1
+    assert hw.systolic_clocks(4, 4) == 4 + 6
+    s = 128
+    # utilisation of an isolated tile rises with the rows streamed through it
+    u = [n / hw.systolic_clocks(n, s) for n in (128, 1024, 8192)]
+    assert u == sorted(u) and u[-1] > 0.96 and u[0] < 0.34
+    with pytest.raises(ValueError):
+        hw.systolic_clocks(0, 128)

@@ -90,6 +90,27 @@ def padding_efficiency(dim, multiple):
     return scalar_or_array(d / (np.ceil(d / m) * m))
 
 
+def systolic_clocks(n_rows, size):
+    """Clocks for ``n_rows`` input rows to pass through a ``size`` x ``size`` weight-stationary
+    systolic array, from the first row entering to the last result leaving: n + 2 (size - 1).
+
+    Row r reaches cell (k, j) (row k, column j of the grid) at clock r + k + j: one clock per
+    cell to the right and one per cell down. The last row, r = n - 1, leaves the far corner
+    (size - 1, size - 1) at clock n - 1 + 2 (size - 1), so the array is busy n + 2 (size - 1)
+    clocks for n * size^2 multiply-adds; the 2 (size - 1) are filling and draining. A real MXU
+    overlaps one tile's drain with the next tile's fill, so this is the cost of an isolated
+    tile. Broadcasts over arrays.
+
+    >>> int(systolic_clocks(128, 128)), int(systolic_clocks(4, 4))
+    (382, 10)
+
+    See: Chapter 3, "The MXU is a systolic array".
+    """
+    n = check_positive("n_rows", n_rows)
+    s = check_positive("size", size)
+    return scalar_or_array(n + 2.0 * (s - 1))
+
+
 @dataclass(frozen=True)
 class GPUInternals:
     """What is inside an NVIDIA GPU: its SMs, their cores, clocks and memory hierarchy.
