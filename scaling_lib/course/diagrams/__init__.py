@@ -20,6 +20,7 @@ Diagrams are drawn on an opaque white figure, which the book keeps white in its 
 | expert dispatch and combine | :func:`expert_dispatch` |
 | inside a chip | :func:`gpu_sm`, :func:`systolic_array`, :func:`memory_hierarchy` |
 | network topologies | :func:`nvswitch_node`, :func:`fat_tree`, :func:`torus` |
+| rooflines and a TensorCore | :func:`roofline_ridge`, :func:`overlap_bounds`, :func:`vpu_layout` |
 | paged KV cache | :func:`paged_kv_cache` |
 
 Importing this package imports matplotlib (not pyplot until a figure is made); ``import
@@ -42,6 +43,7 @@ _WHERE = {
     "gpu_sm": "hardware", "systolic_array": "hardware", "memory_hierarchy": "hardware",
     "nvswitch_node": "topology", "fat_tree": "topology", "torus": "topology",
     "paged_kv_cache": "kvcache",
+    "roofline_ridge": "part1", "overlap_bounds": "part1", "vpu_layout": "part1",
     "alt_text": "_style",
 }
 __all__ = sorted(_WHERE)
