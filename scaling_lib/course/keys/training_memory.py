@@ -326,3 +326,33 @@ with_messages(WRONG_METHODS, {
              "vocabulary not split over tp": "tensor parallelism splits the vocabulary over tp",
              "GiB instead of GB (bytes read as 2^30)": "the answer is in bytes"},
 })
+
+
+# ---- 6.14: gradient traffic with accumulation under ZeRO-2 (issue 24) -------------------------
+
+def _zero2_plan(p):
+    return ParallelPlan(dp=p.dp, zero=2)
+
+
+def accumulation_grad_traffic(p):
+    """Ex 6.14: gradient bytes one rank receives per step under ZeRO-2, reduce-scattering after
+    each of the m = B/dp micro-batches (parallelism.fsdp.comms, collectives.collective_bytes)."""
+    from ... import collectives
+    from ...parallelism import fsdp
+
+    return sum(collectives.collective_bytes(c.kind, c.nbytes, c.group_size).received_bytes * c.count
+               for c in fsdp.comms(p.model, _zero2_plan(p), p.B, p.T) if c.kind == "reduce-scatter")
+
+
+WRONG_METHODS["6.14"] = {
+    "one reduce-scatter per step (ZeRO-1's count)": (
+        lambda p: accumulation_grad_traffic(p) / _zero2_plan(p).n_microbatches(p.B),
+        "ZeRO-2 keeps only a shard of the gradient, so each micro-batch's gradient is "
+        "reduce-scattered into it: m of them per step"),
+    "all-reduce bytes (2(n-1)/n per micro-batch)": (
+        lambda p: 2 * accumulation_grad_traffic(p),
+        "a reduce-scatter moves half of what an all-reduce does: (n-1)/n of the gradient"),
+}
+HINTS["6.14"] = ("How many micro-batches does a rank run, and what does each send?",
+                 "m = B / dp micro-batches; each reduce-scatters the whole bf16 gradient, of which "
+                 "a ring receives (n-1)/n")
