@@ -17,7 +17,7 @@ CALLS = {
     "flash_attention_tiles": lambda: D.flash_attention_tiles("llama3-8b", 8192, 1024),
     "grad_accumulation": lambda: D.grad_accumulation("llama3-8b", 64, 4),
     "mfu_ledger": lambda: D.mfu_ledger("llama3-70b", 8192),
-    "decode_reads": lambda: D.decode_reads("llama3-70b", 4, 8192),
+    "batched_decode_reads": lambda: D.batched_decode_reads("llama3-70b", 4, 8192),
 }
 
 
@@ -70,7 +70,7 @@ def test_mfu_ledger_mfu_follows_throughput():
 
 
 def test_decode_reads_shows_weights_and_one_cache():
-    ax = D.decode_reads("llama3-70b", 2, 8192)
+    ax = D.batched_decode_reads("llama3-70b", 2, 8192)
     b = inference.decode_bytes("llama3-70b", 2, 8192)
     t = _texts(ax)
     assert fmt_bytes(b["weights"]) in t and fmt_bytes(b["kv cache"] / 2) in t

@@ -22,7 +22,7 @@ Diagrams are drawn on an opaque white figure, which the book keeps white in its 
 | network topologies | :func:`nvswitch_node`, :func:`fat_tree`, :func:`torus` |
 | paged KV cache | :func:`paged_kv_cache` |
 | Part II: backward matmuls, FlashAttention, accumulation, MFU, decode reads | :func:`backward_matmuls`, |
-|   | :func:`flash_attention_tiles`, :func:`grad_accumulation`, :func:`mfu_ledger`, :func:`decode_reads` |
+|   | :func:`flash_attention_tiles`, :func:`grad_accumulation`, :func:`mfu_ledger`, :func:`batched_decode_reads` |
 
 Importing this package imports matplotlib (not pyplot until a figure is made); ``import
 scaling_lib`` never imports it.
@@ -45,7 +45,7 @@ _WHERE = {
     "nvswitch_node": "topology", "fat_tree": "topology", "torus": "topology",
     "paged_kv_cache": "kvcache",
     "backward_matmuls": "part2", "flash_attention_tiles": "part2", "grad_accumulation": "part2",
-    "mfu_ledger": "part2", "decode_reads": "part2",
+    "mfu_ledger": "part2", "batched_decode_reads": "part2",
     "alt_text": "_style",
 }
 __all__ = sorted(_WHERE)

@@ -3,7 +3,7 @@
 :func:`backward_matmuls` draws the one forward matmul of a weight and the two the backward pass
 adds; :func:`flash_attention_tiles` the score matrix FlashAttention walks block by block;
 :func:`grad_accumulation` the two ways ZeRO-2/3 accumulate gradients over micro-batches;
-:func:`mfu_ledger` where a step's peak FLOPs go; :func:`decode_reads` what one decode step reads
+:func:`mfu_ledger` where a step's peak FLOPs go; :func:`batched_decode_reads` what one decode step reads
 and which reads the batch shares. Every size comes from the library.
 
 See: Chapters 5-8.
@@ -198,7 +198,7 @@ def mfu_ledger(cfg="llama3-70b", T=8192, tokens_per_s=None, n_devices=1024,
                    f"HFU {hfu:.0%}), and the remaining {1 - hfu:.0%} of the peak went unused.")
 
 
-def decode_reads(cfg="llama3-70b", B=4, S=8192, *, ax=None):
+def batched_decode_reads(cfg="llama3-70b", B=4, S=8192, *, ax=None):
     """One decode step's HBM reads: one copy of the weights shared by all B sequences, and one
     KV cache per sequence used by that sequence alone.
 
@@ -236,5 +236,5 @@ def decode_reads(cfg="llama3-70b", B=4, S=8192, *, ax=None):
                    f"sequence can use, so batching amortises the weights but not the caches.")
 
 
-__all__ = ["backward_matmuls", "decode_reads", "flash_attention_tiles", "grad_accumulation",
+__all__ = ["backward_matmuls", "batched_decode_reads", "flash_attention_tiles", "grad_accumulation",
            "mfu_ledger"]
