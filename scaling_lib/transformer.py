@@ -373,7 +373,9 @@ def attention_hbm_bytes(cfg, B, T, *, flash: bool = True, block=None, dtype="bf1
     Standard attention (``flash=False``) materialises the N·T² scores twice: S = QKᵀ is written,
     read by the softmax, which writes P, read again by AV. With a bytes per element:
 
-        a · B · (T·(N + 2K)·H  +  4·N·T²  +  T·N·H)      (Q, K, V read; S, P written and read; O written)
+        a · B · (T·(N + 2K)·H  +  4·N·T²  +  T·N·H)
+
+    (Q, K, V read; S and P written and read back; O written).
 
     FlashAttention (``flash=True``, Dao et al. 2022) keeps a block of ``block`` queries on chip and
     streams every key and value past it; the scores never reach HBM. Each of the N query heads

@@ -21,8 +21,9 @@ Diagrams are drawn on an opaque white figure, which the book keeps white in its 
 | inside a chip | :func:`gpu_sm`, :func:`systolic_array`, :func:`memory_hierarchy` |
 | network topologies | :func:`nvswitch_node`, :func:`fat_tree`, :func:`torus` |
 | paged KV cache | :func:`paged_kv_cache` |
-| Part II: backward matmuls, FlashAttention, accumulation, MFU, decode reads | :func:`backward_matmuls`, |
-|   | :func:`flash_attention_tiles`, :func:`grad_accumulation`, :func:`mfu_ledger`, :func:`batched_decode_reads` |
+| Part II: backward pass, FlashAttention | :func:`backward_matmuls`, :func:`flash_attention_tiles` |
+| Part II: accumulation, MFU, decode reads | :func:`grad_accumulation`, :func:`mfu_ledger`, |
+|   | :func:`batched_decode_reads` |
 
 Importing this package imports matplotlib (not pyplot until a figure is made); ``import
 scaling_lib`` never imports it.

@@ -3,8 +3,8 @@
 :func:`backward_matmuls` draws the one forward matmul of a weight and the two the backward pass
 adds; :func:`flash_attention_tiles` the score matrix FlashAttention walks block by block;
 :func:`grad_accumulation` the two ways ZeRO-2/3 accumulate gradients over micro-batches;
-:func:`mfu_ledger` where a step's peak FLOPs go; :func:`batched_decode_reads` what one decode step reads
-and which reads the batch shares. Every size comes from the library.
+:func:`mfu_ledger` where a step's peak FLOPs go; :func:`batched_decode_reads` what one decode
+step reads and which reads the batch shares. Every size comes from the library.
 
 See: Chapters 5-8.
 """
@@ -94,16 +94,17 @@ def flash_attention_tiles(cfg="llama3-8b", T=8192, block=1024, *, row=2, ax=None
     box(ax, 6.0, y_row - 0.4, 2.6, 0.8, "Q block on chip", fill=PALETTE["accent"])
     arrow(ax, (5.05, y_row), (6.0, y_row), colour=LINE)
     label(ax, 9.0, 4.6, f"standard: S = QKᵀ and P = softmax(S)\nwritten to HBM and read back "
-          f"(4·N·T² element reads and writes)\n→ {fmt_bytes(std)} per layer, forward", ha="left", fontsize=8)
+          f"(4·N·T² element reads and writes)\n→ {fmt_bytes(std)} per layer, forward",
+          ha="left", fontsize=8)
     label(ax, 9.0, 2.6, f"FlashAttention: a running max and sum\nper query; S and P never leave "
           f"the chip\n→ {fmt_bytes(lo)} (K, V read once)\n   to {fmt_bytes(hi)} (K, V re-read "
           f"for each of\n   the {nb} query blocks, no cache help)", ha="left", fontsize=8)
     label(ax, 7.0, -1.0, "same FLOPs (4·T·N·H per token forward); the backward recomputes S: "
           "one more QKᵀ", fontsize=8)
-    return set_alt(ax, f"The {T:,} by {T:,} score matrix of one attention head of {c.name} drawn as "
-                   f"{nb} by {nb} blocks; one query block is held on chip while every key and value "
-                   f"block streams past it. Standard attention writes the scores and probabilities "
-                   f"to HBM, {fmt_bytes(std)} per layer forward; FlashAttention moves "
+    return set_alt(ax, f"The {T:,} by {T:,} score matrix of one attention head of {c.name} drawn "
+                   f"as {nb} by {nb} blocks; one query block is held on chip while every key and "
+                   f"value block streams past it. Standard attention writes the scores and "
+                   f"probabilities to HBM, {fmt_bytes(std)} per layer forward; FlashAttention moves "
                    f"{fmt_bytes(lo)} to {fmt_bytes(hi)}.")
 
 
@@ -128,7 +129,8 @@ def grad_accumulation(cfg="llama3-8b", dp=64, m=4, *, T=8192, ax=None):
     canvas(ax, (-3.2, m * 3.2 + 3.0), (-3.4, 2.4),
            f"{c.name}, ZeRO on {dp} ranks, {m} micro-batches per step: accumulating the gradient",
            equal=False)
-    for r, (name, every) in enumerate((("sharded gradient", True), ("unsharded accumulator", False))):
+    ways = (("sharded gradient", True), ("unsharded accumulator", False))
+    for r, (name, every) in enumerate(ways):
         y = 0.6 - r * 2.4
         label(ax, -0.3, y + 0.35, name, ha="right", fontsize=8)
         for i in range(m):
@@ -146,10 +148,11 @@ def grad_accumulation(cfg="llama3-8b", dp=64, m=4, *, T=8192, ax=None):
     legend(ax, [("forward", PALETTE["forward"]), ("backward", PALETTE["backward"]),
                 ("reduce-scatter (RS)", PALETTE["comm"]), ("optimizer", PALETTE["optimizer"])],
            loc="lower center", bbox_to_anchor=(0.5, -0.12), ncol=4)
-    return set_alt(ax, f"Two timelines of one training step of {c.name} on {dp} ZeRO ranks with {m} "
-                   f"micro-batches. With a sharded gradient every micro-batch's backward pass ends "
-                   f"in a reduce-scatter of the {fmt_bytes(grad)} bf16 gradient, {m} per step; with "
-                   f"an unsharded accumulator only the last one does, but every rank holds "
+    return set_alt(ax, f"Two timelines of one training step of {c.name} on {dp} ZeRO ranks with "
+                   f"{m} micro-batches. With a sharded gradient every micro-batch's backward pass "
+                   f"ends in a reduce-scatter of the {fmt_bytes(grad)} bf16 gradient, {m} per "
+                   f"step; "
+                   f"with an unsharded accumulator only the last one does, but every rank holds "
                    f"{fmt_bytes(acc['gradient accumulator'])} more.")
 
 
