@@ -104,8 +104,8 @@ def flash_attention_tiles(cfg="llama3-8b", T=8192, block=1024, *, row=2, ax=None
     return set_alt(ax, f"The {T:,} by {T:,} score matrix of one attention head of {c.name} drawn "
                    f"as {nb} by {nb} blocks; one query block is held on chip while every key and "
                    f"value block streams past it. Standard attention writes the scores and "
-                   f"probabilities to HBM, {fmt_bytes(std)} per layer forward; FlashAttention moves "
-                   f"{fmt_bytes(lo)} to {fmt_bytes(hi)}.")
+                   f"probabilities to HBM, {fmt_bytes(std)} per layer forward; FlashAttention "
+                   f"moves {fmt_bytes(lo)} to {fmt_bytes(hi)}.")
 
 
 def grad_accumulation(cfg="llama3-8b", dp=64, m=4, *, T=8192, ax=None):
