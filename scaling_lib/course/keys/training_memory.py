@@ -243,9 +243,10 @@ HINTS = {
             "divide the scores' term by the whole per-layer formula"),
     '6.9': ('Recomputation runs part of the work again: compare with the work of a step.',
             'one more forward of the layers, over the forward and backward of the model'),
-    '6.10': ('Let the library add the parts, with the plan of the question.',
-             'build the ParallelPlan of the question and call mem.training_memory with flash '
-             'attention'),
+    '6.10': ('Add the parts one at a time: model states, activations, logits, then buffers.',
+             'states sharded as the ZeRO stage says (over dp); one micro-batch of activations per '
+             'layer, split over tp by sequence parallelism; two fp32 logit copies over tp; then the '
+             'gathered weights, buffers and reserve the question lists'),
     '6.11': ('Each stage shards one more kind of state.',
              'split the bytes into optimizer states, gradients and weights; divide by dp those '
              'the stage shards'),
