@@ -22,6 +22,9 @@ Diagrams are drawn on an opaque white figure, which the book keeps white in its 
 | network topologies | :func:`nvswitch_node`, :func:`fat_tree`, :func:`torus` |
 | rooflines and a TensorCore | :func:`roofline_ridge`, :func:`overlap_bounds`, :func:`vpu_layout` |
 | paged KV cache | :func:`paged_kv_cache` |
+| Part II: backward pass, FlashAttention | :func:`backward_matmuls`, :func:`flash_attention_tiles` |
+| Part II: accumulation, MFU, decode reads | :func:`grad_accumulation`, :func:`mfu_ledger`, |
+|   | :func:`batched_decode_reads` |
 
 Importing this package imports matplotlib (not pyplot until a figure is made); ``import
 scaling_lib`` never imports it.
@@ -44,6 +47,8 @@ _WHERE = {
     "nvswitch_node": "topology", "fat_tree": "topology", "torus": "topology",
     "paged_kv_cache": "kvcache",
     "roofline_ridge": "part1", "overlap_bounds": "part1", "vpu_layout": "part1",
+    "backward_matmuls": "part2", "flash_attention_tiles": "part2", "grad_accumulation": "part2",
+    "mfu_ledger": "part2", "batched_decode_reads": "part2",
     "alt_text": "_style",
 }
 __all__ = sorted(_WHERE)
