@@ -21,6 +21,8 @@ Diagrams are drawn on an opaque white figure, which the book keeps white in its 
 | inside a chip | :func:`gpu_sm`, :func:`systolic_array`, :func:`memory_hierarchy` |
 | network topologies | :func:`nvswitch_node`, :func:`fat_tree`, :func:`torus` |
 | paged KV cache | :func:`paged_kv_cache` |
+| collective matmul, AllToAll resharding, async collectives | :func:`collective_matmul`, |
+|                                                          | :func:`all_to_all_reshard`, :func:`async_trace` |
 
 Importing this package imports matplotlib (not pyplot until a figure is made); ``import
 scaling_lib`` never imports it.
@@ -42,6 +44,7 @@ _WHERE = {
     "gpu_sm": "hardware", "systolic_array": "hardware", "memory_hierarchy": "hardware",
     "nvswitch_node": "topology", "fat_tree": "topology", "torus": "topology",
     "paged_kv_cache": "kvcache",
+    "collective_matmul": "part3", "all_to_all_reshard": "part3", "async_trace": "part3",
     "alt_text": "_style",
 }
 __all__ = sorted(_WHERE)
