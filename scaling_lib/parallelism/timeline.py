@@ -1,7 +1,8 @@
 """Layer-by-layer schedules of a data-parallel step: DDP's gradient buckets, FSDP's prefetch.
 
 Built on the step-time model: each layer computes 1/L of the forward or backward compute time
-``parallelism.estimate`` gives the step (through :func:`~scaling_lib.parallelism.steptime.step_time`),
+``parallelism.estimate`` gives the step (through
+:func:`~scaling_lib.parallelism.steptime.step_time`),
 and each collective takes what the estimator
 charges for it, :func:`scaling_lib.parallelism.links.group_time` at the calibration's link
 efficiencies and latencies (one hierarchical collective: its NVLink phases, then its NIC phase).

@@ -92,7 +92,8 @@ def all_to_all_reshard(n=4, I=4096, J=4096, *, dtype_bytes=2, ax=None):
     set_alt(ax, f"Two {n} by {n} grids of blocks. On the left the array is split by rows over "
             f"{n} devices, each row coloured by its device and each block labelled with the "
             f"device it is sent to; on the right the same array is split by columns, column k "
-            f"gathering block k from every device, each block keeping its source's colour. One AllToAll does the exchange: each device "
+            f"gathering block k from every device, each block keeping its source's colour. One "
+            f"AllToAll does the exchange: each device "
             f"sends {fmt(b.sent_bytes)} of its {fmt(V / n)} shard and keeps the rest.")
     return ax
 

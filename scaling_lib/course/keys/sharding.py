@@ -195,8 +195,8 @@ def explain_jax_error(exc, axis, blocks):
     m = re.search(r"contracting dimensions to have the same shape, got \((\d+),?\) and \((\d+),?\)",
                   text)
     if m:
-        return ValueError(f"a matmul multiplies blocks whose contracting sizes differ ({m.group(1)} "
-                          f"and {m.group(2)}): inside the function each device holds only its "
+        return ValueError(f"a matmul multiplies blocks whose contracting sizes differ "
+                          f"({m.group(1)} and {m.group(2)}): inside the function each device holds only its "
                           f"block ({blocks}), so a sharded dimension is 1/8 of its full size "
                           f"until it is gathered")
     if "incompatible shapes" in text.lower() or "shapes must be equal" in text.lower():
