@@ -25,6 +25,8 @@ Diagrams are drawn on an opaque white figure, which the book keeps white in its 
 | Part II: backward pass, FlashAttention | :func:`backward_matmuls`, :func:`flash_attention_tiles` |
 | Part II: accumulation, MFU, decode reads | :func:`grad_accumulation`, :func:`mfu_ledger`, |
 |   | :func:`batched_decode_reads` |
+| collective matmul, AllToAll resharding, async collectives | :func:`collective_matmul`, |
+|                                                          | :func:`all_to_all_reshard`, :func:`async_trace` |
 
 Importing this package imports matplotlib (not pyplot until a figure is made); ``import
 scaling_lib`` never imports it.
@@ -49,6 +51,7 @@ _WHERE = {
     "roofline_ridge": "part1", "overlap_bounds": "part1", "vpu_layout": "part1",
     "backward_matmuls": "part2", "flash_attention_tiles": "part2", "grad_accumulation": "part2",
     "mfu_ledger": "part2", "batched_decode_reads": "part2",
+    "collective_matmul": "part3", "all_to_all_reshard": "part3", "async_trace": "part3",
     "alt_text": "_style",
 }
 __all__ = sorted(_WHERE)
