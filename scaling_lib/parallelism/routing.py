@@ -66,13 +66,7 @@ def route(logits, k):
     >>> route(np.array([[0.0, 2.0, 1.0]]), 2)[0].tolist()
     [[1, 2]]
     """
-    try:
-        z = np.asarray(logits, dtype=float)
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"logits={_brief(logits)} must be a [n_tokens, E] array of numbers") \
-            from None
-    if z.ndim != 2 or not z.size or not np.isfinite(z).all():
-        raise ValueError(f"logits must be a finite [n_tokens, E] array, got shape {z.shape}")
+    z = _logits(logits)
     k = check_int("k", k, maximum=z.shape[1])
     if k < z.shape[1]:  # the k largest (in no order), then sorted: ties go to the lower index
         chosen = np.argpartition(-z, k - 1, axis=1)[:, :k]
