@@ -53,7 +53,8 @@ def plot_work(ax, T=64, cp=4):
     ax.set_xticks(x)
     ax.set_xlabel("cp rank")
     ax.set_ylabel("work / average")
-    ax.legend(fontsize=8)
+    ax.set_ylim(0, None)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.2), frameon=False)  # below the bars
 
 
 def can_run(model, variant, cp, tp=1) -> bool:
