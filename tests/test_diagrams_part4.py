@@ -19,6 +19,7 @@ CALLS = {
     "ulysses_all_to_all": lambda: D.ulysses_all_to_all("llama3-8b", 4),
     "router_balance": lambda: D.router_balance(512, 8, 2, steps=50),
     "mesh_axes": lambda: D.mesh_axes(2, 2, 2, 2),
+    "split_backward": lambda: D.split_backward(4, 8),
 }
 
 
@@ -81,3 +82,11 @@ def test_mesh_axes_colours_the_librarys_groups():
         assert f"stride {mesh.strides(plan)[name]}" in a.get_title()
     with pytest.raises(ValueError, match="too many"):
         D.mesh_axes(8, 2, 4, 2)
+
+
+def test_split_backward_titles_carry_the_librarys_step_times():
+    axes = D.split_backward(4, 6)
+    one = pipeline.schedule(4, 6, t_fwd=1.0, t_bwd=2.0)
+    split = pipeline.split_backward_schedule(4, 6)
+    assert f"step {pipeline.makespan(one):g}" in axes[0].get_title(loc="left")
+    assert f"step {pipeline.makespan(split):g}" in axes[1].get_title(loc="left")

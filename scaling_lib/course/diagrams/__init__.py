@@ -17,7 +17,7 @@ Diagrams are drawn on an opaque white figure, which the book keeps white in its 
 | DDP, FSDP, pipelines | :func:`ddp_buckets`, :func:`fsdp_prefetch`, :func:`pipeline_schedule` |
 | tensor and sequence splits of a layer | :func:`tensor_parallel_mlp` |
 | context parallelism | :func:`context_chunks`, :func:`ring_attention`, :func:`ulysses_all_to_all` |
-| pipeline stages; DP under a pipeline | :func:`pipeline_stages`, :func:`pipeline_dp_overlap` |
+| pipeline stages; DP under a pipeline; split backward | :func:`pipeline_stages`, :func:`pipeline_dp_overlap`, :func:`split_backward` |
 | router balance (aux loss, bias) | :func:`router_balance` |
 | the groups of a 4-axis mesh | :func:`mesh_axes` |
 | expert dispatch and combine | :func:`expert_dispatch` |
@@ -46,7 +46,7 @@ _WHERE = {
     "nvswitch_node": "topology", "fat_tree": "topology", "torus": "topology",
     "paged_kv_cache": "kvcache",
     "pipeline_stages": "part4", "pipeline_dp_overlap": "part4", "ulysses_all_to_all": "part4",
-    "router_balance": "part4", "mesh_axes": "part4",
+    "router_balance": "part4", "mesh_axes": "part4", "split_backward": "part4",
     "alt_text": "_style",
 }
 __all__ = sorted(_WHERE)

@@ -6,6 +6,9 @@ Ulysses' AllToAll, router balance, and the groups of a four-axis mesh.
   (:func:`~scaling_lib.parallelism.pipeline.send_bytes`).
 - :func:`pipeline_dp_overlap`: a 1F1B schedule (:func:`diagrams.pipeline_schedule`) with each
   stage's gradient reduction, which can start only after its last micro-batch's backward.
+- :func:`split_backward`: 1F1B against the same step with each backward split into the input's
+  gradient B and the weights' gradient W, W filling the bubble
+  (:func:`~scaling_lib.parallelism.pipeline.split_backward_schedule`).
 - :func:`ulysses_all_to_all`: Ulysses' AllToAll from "my tokens, all heads" to "all tokens, my
   heads", with key/value heads replicated when fewer than cp
   (:func:`~scaling_lib.parallelism.context.ulysses_kv_heads`).
@@ -100,6 +103,57 @@ def pipeline_dp_overlap(pp=4, m=6, *, t_reduce=3.5, ax=None):
             f"that one backward; on device 0, which finishes last, {exposed[0]:g} units of it "
             f"run after all compute has ended.")
     return ax
+
+
+def _lanes(ax, ev, end, title):
+    colours = {"F": PALETTE["forward"], "B": PALETTE["backward"], "W": PALETTE["optimizer"]}
+    p = int(ev["stage"].max()) + 1
+    for s in range(p):
+        ax.broken_barh([(0, end)], (s - 0.4, 0.8), facecolor=PALETTE["idle"], lw=0)
+    for e in ev:
+        w = float(e["end"] - e["start"])
+        ax.broken_barh([(float(e["start"]), w)], (int(e["stage"]) - 0.4, 0.8),
+                       facecolor=colours[str(e["op"])], edgecolor="white", lw=0.6)
+        ax.text(float(e["start"]) + w / 2, int(e["stage"]), str(int(e["micro"]) + 1), ha="center",
+                va="center", fontsize=6, color="white" if e["op"] == "F" else TEXT)
+    ax.set_yticks(range(p), [f"device {s}" for s in range(p)], color=TEXT, fontsize=8)
+    ax.set_ylim(p - 0.5, -0.5)
+    ax.set_xlim(0, end)
+    ax.tick_params(colors=TEXT, labelsize=8)
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    ax.set_title(title, color=TEXT, fontsize=9, loc="left")
+
+
+def split_backward(pp=4, m=8, *, t_fwd=1.0, t_input_grad=1.0, t_weight_grad=1.0):
+    """Top: 1F1B with whole backward passes (t_B + t_W); bottom: the same work with each backward
+    split into B (input gradient) and W (weight gradient), W deferred to fill the bubble
+    (:func:`scaling_lib.parallelism.pipeline.split_backward_schedule`). Returns the two Axes."""
+    pp = int(check_int("pp", pp, minimum=2, maximum=8))
+    m = int(check_int("m", m, minimum=1, maximum=16))
+    one = pipeline.schedule(pp, m, t_fwd=t_fwd, t_bwd=t_input_grad + t_weight_grad)
+    split = pipeline.split_backward_schedule(pp, m, t_fwd=t_fwd, t_input_grad=t_input_grad,
+                                             t_weight_grad=t_weight_grad)
+    end = max(pipeline.makespan(one), pipeline.makespan(split))
+    axes = new_grid(2, 1, (9, 1.4 + 0.9 * pp))
+    b1, b2 = pipeline.bubble_fraction(one), pipeline.bubble_fraction(split)
+    _lanes(axes[0], one, end, f"1F1B, backward = B + W together: idle {b1:.0%}, step "
+           f"{pipeline.makespan(one):g}")
+    _lanes(axes[1], split, end, f"B and W split, W deferred: idle {b2:.0%}, step "
+           f"{pipeline.makespan(split):g}")
+    axes[1].set_xlabel("time (forward passes of one micro-batch through one stage)", color=TEXT)
+    legend(axes[0], [("F: forward", PALETTE["forward"]), ("B: input gradient", PALETTE["backward"]),
+                     ("W: weight gradient", PALETTE["optimizer"]), ("idle", PALETTE["idle"])],
+           loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    axes[0].figure.tight_layout()
+    set_alt(axes[0], f"Two pipeline timelines on {pp} devices with {m} micro-batches. Top, 1F1B "
+            f"with each backward pass whole: the devices idle {b1:.0%} of a step of "
+            f"{pipeline.makespan(one):g} time units. Bottom, the same forward, input-gradient "
+            f"and weight-gradient work with the weight gradients deferred into the gaps: idle "
+            f"{b2:.0%} of a step of {pipeline.makespan(split):g}, with no more micro-batches "
+            f"held at once.")
+    set_alt(axes[1], "")
+    return axes
 
 
 def ulysses_all_to_all(cfg="llama3-8b", cp=4, *, tp=1, ax=None):
@@ -230,4 +284,4 @@ def mesh_axes(tp=2, cp=2, pp=2, dp=2, *, devices_per_node=8, order=mesh.ORDER):
 
 
 __all__ = ["mesh_axes", "pipeline_dp_overlap", "pipeline_stages", "router_balance",
-           "ulysses_all_to_all"]
+           "split_backward", "ulysses_all_to_all"]
