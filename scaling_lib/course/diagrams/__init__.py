@@ -16,7 +16,10 @@ Diagrams are drawn on an opaque white figure, which the book keeps white in its 
 | ZeRO stages | :func:`zero_stages` |
 | DDP, FSDP, pipelines | :func:`ddp_buckets`, :func:`fsdp_prefetch`, :func:`pipeline_schedule` |
 | tensor and sequence splits of a layer | :func:`tensor_parallel_mlp` |
-| context parallelism | :func:`context_chunks`, :func:`ring_attention` |
+| context parallelism | :func:`context_chunks`, :func:`ring_attention`, :func:`ulysses_all_to_all` |
+| pipeline stages; DP under a pipeline; split backward | :func:`pipeline_stages`, :func:`pipeline_dp_overlap`, :func:`split_backward` |
+| router balance (aux loss, bias) | :func:`router_balance` |
+| the groups of a 4-axis mesh | :func:`mesh_axes` |
 | expert dispatch and combine | :func:`expert_dispatch` |
 | inside a chip | :func:`gpu_sm`, :func:`systolic_array`, :func:`memory_hierarchy` |
 | network topologies | :func:`nvswitch_node`, :func:`fat_tree`, :func:`torus` |
@@ -52,6 +55,8 @@ _WHERE = {
     "backward_matmuls": "part2", "flash_attention_tiles": "part2", "grad_accumulation": "part2",
     "mfu_ledger": "part2", "batched_decode_reads": "part2",
     "collective_matmul": "part3", "all_to_all_reshard": "part3", "async_trace": "part3",
+    "pipeline_stages": "part4", "pipeline_dp_overlap": "part4", "ulysses_all_to_all": "part4",
+    "router_balance": "part4", "mesh_axes": "part4", "split_backward": "part4",
     "alt_text": "_style",
 }
 __all__ = sorted(_WHERE)
