@@ -42,6 +42,9 @@ _WHERE = {
     "gpu_sm": "hardware", "systolic_array": "hardware", "memory_hierarchy": "hardware",
     "nvswitch_node": "topology", "fat_tree": "topology", "torus": "topology",
     "paged_kv_cache": "kvcache",
+    "layer_chunks": "part5", "planning_procedure": "part5", "search_funnel": "part5",
+    "holdout_split": "part5", "calibrate_flow": "part5", "checkpoint_timeline": "part5",
+    "marginal_gain": "part5", "share_or_srpt": "part5",
     "alt_text": "_style",
 }
 __all__ = sorted(_WHERE)
