@@ -33,6 +33,11 @@ LLAMA3_INTERRUPTIONS = 466
 LLAMA3_UNEXPECTED_INTERRUPTIONS = 419
 LLAMA3_SNAPSHOT_DAYS = 54
 LLAMA3_EFFECTIVE_TRAINING_TIME = 0.90
+# Same section: "GPU issues are the largest category, accounting for 58.7% of all unexpected
+# issues" (faulty GPUs, HBM3, SRAM, the GPU system processor, thermal, silent data corruption);
+# the rest are software bugs, network switches and cables, host maintenance, NICs, NCCL
+# timeouts and other host parts. A per-GPU failure rate counts only this share.
+LLAMA3_GPU_SHARE_OF_UNEXPECTED = 0.587
 # Same paper, section 3.3.1: Tectonic storage sustains 2 TB/s (peaks at 7 TB/s) for checkpoints.
 LLAMA3_STORAGE_BYTES_PER_S = 2e12
 
@@ -126,6 +131,7 @@ def goodput(interval, checkpoint_time, mtbf, *, restart_time=0.0, exact=False) -
     return float(max(0.0, 1 - d / t - (R + t / 2) / M))
 
 
-__all__ = ["LLAMA3_INTERRUPTIONS", "LLAMA3_SNAPSHOT_DAYS", "LLAMA3_STORAGE_BYTES_PER_S",
+__all__ = ["LLAMA3_GPU_SHARE_OF_UNEXPECTED", "LLAMA3_INTERRUPTIONS", "LLAMA3_SNAPSHOT_DAYS",
+           "LLAMA3_STORAGE_BYTES_PER_S",
            "checkpoint_bytes", "checkpoint_time", "goodput", "job_mtbf", "mtbf",
            "young_daly_interval"]

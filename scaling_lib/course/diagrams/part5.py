@@ -246,16 +246,17 @@ def marginal_gain(curve, n, m, ax=None):
 
 
 def share_or_srpt(curve, tokens, n_gpus, ax=None):
-    """Two equal-sized jobs of ``tokens`` and ``tokens``/4 arriving together, on ``n_gpus``
-    GPUs: shared half and half (each on n/2 from the start) against shortest remaining work
-    first (the short job on all GPUs, then the long one), from ``scheduling.simulate``."""
+    """Two jobs of the same model, of ``tokens`` and ``tokens``/4, arriving together on
+    ``n_gpus`` GPUs: shared (the proportional rule: half each, then all to the one left) against
+    shortest remaining work first (the short job on all GPUs, then the long one), both from
+    ``scheduling.simulate`` with free re-plans."""
     from ... import scheduling
 
     jobs = [scheduling.Job("long", "llama3-8b", tokens),
             scheduling.Job("short", "llama3-8b", tokens / 4)]
     curves = {"long": curve, "short": curve}
-    half = [scheduling.Job(j.name, j.model, j.tokens, request=n_gpus // 2) for j in jobs]
-    runs = [("shared: half the GPUs each", scheduling.simulate(half, curves, n_gpus, "fcfs")),
+    runs = [("shared: half the GPUs each", scheduling.simulate(jobs, curves, n_gpus,
+                                                               "proportional", replan_cost=0.0)),
             ("shortest remaining first", scheduling.simulate(jobs, curves, n_gpus, "srpt",
                                                                replan_cost=0.0))]
     axes = ax if ax is not None else new_grid(2, 1, (7, 2.6))
