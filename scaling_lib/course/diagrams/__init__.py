@@ -57,6 +57,9 @@ _WHERE = {
     "collective_matmul": "part3", "all_to_all_reshard": "part3", "async_trace": "part3",
     "pipeline_stages": "part4", "pipeline_dp_overlap": "part4", "ulysses_all_to_all": "part4",
     "router_balance": "part4", "mesh_axes": "part4", "split_backward": "part4",
+    "layer_chunks": "part5", "planning_procedure": "part5", "search_funnel": "part5",
+    "holdout_split": "part5", "calibrate_flow": "part5", "checkpoint_timeline": "part5",
+    "marginal_gain": "part5", "share_or_srpt": "part5",
     "alt_text": "_style",
 }
 __all__ = sorted(_WHERE)
