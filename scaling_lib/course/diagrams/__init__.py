@@ -42,6 +42,8 @@ _WHERE = {
     "gpu_sm": "hardware", "systolic_array": "hardware", "memory_hierarchy": "hardware",
     "nvswitch_node": "topology", "fat_tree": "topology", "torus": "topology",
     "paged_kv_cache": "kvcache",
+    "decode_reads": "part6", "chunked_prefill_timeline": "part6", "serving_layout": "part6",
+    "disaggregated": "part6",
     "alt_text": "_style",
 }
 __all__ = sorted(_WHERE)
