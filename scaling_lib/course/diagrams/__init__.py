@@ -21,6 +21,9 @@ Diagrams are drawn on an opaque white figure, which the book keeps white in its 
 | inside a chip | :func:`gpu_sm`, :func:`systolic_array`, :func:`memory_hierarchy` |
 | network topologies | :func:`nvswitch_node`, :func:`fat_tree`, :func:`torus` |
 | paged KV cache | :func:`paged_kv_cache` |
+| serving: decode reads, chunked prefill, layouts, | :func:`decode_reads`, |
+| disaggregated prefill and decode | :func:`chunked_prefill_timeline`, :func:`serving_layout`, |
+|  | :func:`disaggregated` |
 
 Importing this package imports matplotlib (not pyplot until a figure is made); ``import
 scaling_lib`` never imports it.
