@@ -132,3 +132,12 @@ def test_best_batch_meets_the_budget():
     assert e.tpot[0] <= 0.01 and (e.tpot[1] > 0.01 or not e.fits[1])
     assert serving.best_batch("llama3-70b", "h100", 8, tpot_budget=1e-3, prompt_len=8,
                               gen_len=8) == 0
+
+
+def test_mixed_step_parts_checks_its_input():
+    with pytest.raises(ValueError, match="context"):
+        sv.mixed_step_parts("llama3-70b", "h100", 8, decode_batch=1, context=[1, 2],
+                            prefill_tokens=1, prompt_len=8)
+    with pytest.raises(ValueError, match="tp=3"):
+        sv.mixed_step_parts("llama3-70b", "h100", 3, decode_batch=1, context=8,
+                            prefill_tokens=1, prompt_len=8)
