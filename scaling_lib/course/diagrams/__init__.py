@@ -30,6 +30,9 @@ Diagrams are drawn on an opaque white figure, which the book keeps white in its 
 |   | :func:`batched_decode_reads` |
 | collective matmul, AllToAll resharding, async collectives | :func:`collective_matmul`, |
 |                                                          | :func:`all_to_all_reshard`, :func:`async_trace` |
+| serving: decode reads, chunked prefill, layouts, | :func:`decode_reads`, |
+| disaggregated prefill and decode | :func:`chunked_prefill_timeline`, :func:`serving_layout`, |
+|  | :func:`disaggregated` |
 
 Importing this package imports matplotlib (not pyplot until a figure is made); ``import
 scaling_lib`` never imports it.
@@ -60,6 +63,8 @@ _WHERE = {
     "layer_chunks": "part5", "planning_procedure": "part5", "search_funnel": "part5",
     "holdout_split": "part5", "calibrate_flow": "part5", "checkpoint_timeline": "part5",
     "marginal_gain": "part5", "share_or_srpt": "part5",
+    "decode_reads": "part6", "chunked_prefill_timeline": "part6", "serving_layout": "part6",
+    "disaggregated": "part6",
     "alt_text": "_style",
 }
 __all__ = sorted(_WHERE)
