@@ -22,10 +22,14 @@ design answers), :mod:`.conceptual` (model answers and rubrics) and :mod:`.quizz
 from ...parallelism import ParallelPlan
 from .bank import _CH, LEVELS, MINUTES, QUESTIONS, Question, _q
 from .conceptual import _frontier_days, _run_16k, concepts, reveal
-from .design import _llama3_mfus, design_serving, design_training, serving_answer, training_answer
+from .design import (design_gpt4_serving, design_long_context, design_low_mfu, design_serving,
+                     design_training, gpt4_serving_answer, long_context_answer, low_mfu_answer,
+                     serving_answer, training_answer)
 from .quizzes import quiz
 from .sheet import CHIPS, MODELS, chip_rows, collective_rows, model_rows, recipe_rows
 
 __all__ = ["QUESTIONS", "Question", "LEVELS", "MINUTES", "CHIPS", "MODELS", "chip_rows",
            "recipe_rows", "model_rows", "collective_rows", "design_training", "design_serving",
+           "design_gpt4_serving", "design_low_mfu", "design_long_context", "training_answer",
+           "serving_answer", "gpt4_serving_answer", "low_mfu_answer", "long_context_answer",
            "concepts", "reveal", "quiz"]

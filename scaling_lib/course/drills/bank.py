@@ -82,9 +82,11 @@ QUESTIONS: dict[str, list[Question]] = {
            worked="Grouped-query attention caches K (not N) heads per layer, for keys and values.",
            topic="Ch 8"),
         _q("90.8", "AllReduce time", "A ring AllReduce of the array below (GB = 1e9 bytes) over n "
-           "devices whose links carry link_gbps GB/s one way: how many seconds (no latency)?",
-           "all_reduce_time", "gbytes=[0.5, 1.0, 2.0, 4.0], n=(4, 64), link_gbps=[25.0, 50.0, 100.0, 450.0]",
-           "answer = 2 * (p.n - 1) / p.n * p.gbytes * 1e9 / (p.link_gbps * 1e9)", "s",
+           "devices whose links carry `link_gbytes_per_s` gigabytes per second (GB/s, bytes, not "
+           "bits) one way: how many seconds (no latency)?",
+           "all_reduce_time",
+           "gbytes=[0.5, 1.0, 2.0, 4.0], n=(4, 64), link_gbytes_per_s=[25.0, 50.0, 100.0, 450.0]",
+           "answer = 2 * (p.n - 1) / p.n * p.gbytes * 1e9 / (p.link_gbytes_per_s * 1e9)", "s",
            worked="A ReduceScatter and an AllGather, each (n-1)/n · V / W.",
            topic="Ch 4"),
         _q("90.9", "Write it: KV bytes per token", "Write the KV cache bytes per token of a model "
@@ -167,18 +169,27 @@ QUESTIONS: dict[str, list[Question]] = {
            "answer = mem.model_state_bytes(p.n_params, p.dp, p.zero).total", "bytes",
            worked="(2 + 2 + 12)Ψ with the sharded parts divided by dp.", topic="Ch 6"),
         _q("92.4", "Gradient AllReduce", "Data parallelism over dp GPUs: how long does the ring "
-           "AllReduce of n_params bf16 gradients take at link_gbps GB/s one way (seconds)?",
-           "grad_all_reduce_time", "n_params=[1e9, 8e9, 70e9], dp=(8, 1024), link_gbps=[50.0, 450.0]",
-           "answer = 2 * (p.dp - 1) / p.dp * 2 * p.n_params / (p.link_gbps * 1e9)", "s",
+           "AllReduce of n_params bf16 gradients take at `link_gbytes_per_s` gigabytes per second "
+           "one way (seconds)?",
+           "grad_all_reduce_time",
+           "n_params=[1e9, 8e9, 70e9], dp=(8, 1024), link_gbytes_per_s=[50.0, 450.0]",
+           "answer = 2 * (p.dp - 1) / p.dp * 2 * p.n_params / (p.link_gbytes_per_s * 1e9)", "s",
            worked="The DP bottleneck: it grows with N, not "
            "with the batch; it overlaps with the backward pass.", topic="Parallelism"),
-        _q("92.5", "Decode step", "Roofline lower bound of one decode step (seconds) of the model "
-           "below, batch B, context S, split over n chips?", "decode_step",
+        _q("92.5", "Decode step", "Time of one decode step (seconds) of the bf16 model below, "
+           "batch B, context S, tensor parallel over n chips of one node: the roofline of the "
+           "split step plus the tensor-parallel all-reduces (Chapter 21's model; bf16 "
+           "activations, each all-reduce costed by `scaling_lib.collectives` on the node's "
+           "links).", "decode_step",
            "model=['llama3-8b', 'llama3-70b'], B=(1, 256), S=(1024, 16384), accelerator=['h100', "
-           "'h200'], n=[1, 2, 4, 8]",
-           "answer = inf.decode_step_time(p.model, p.B, p.S, p.accelerator, p.n)", "s",
-           worked="Small batches are memory-bound: the weights and the KV cache dominate.",
-           topic="Ch 8"),
+           "'h200'], n=[2, 4, 8]",
+           "answer = inf.decode_step_time(p.model, p.B, p.S, p.accelerator, p.n, tp=p.n)", "s",
+           worked="Small batches are memory-bound: the weights and the KV cache dominate the "
+           "split step, max(FLOPs / (n·C), bytes / (n·W_hbm)). Tensor parallelism then adds "
+           "2L + 1 all-reduces of B·D·2 bytes (one after each attention and MLP block, one "
+           "after the vocabulary-parallel embedding), one after the other on the critical path: "
+           "at small B each is latency-bound, so together they cost milliseconds.",
+           topic="Ch 8, 21"),
         _q("92.6", "KV capacity", "How many tokens of bf16 KV cache fit beside the model's bf16 "
            "weights on n chips?", "cached_tokens",
            "model=['llama3-8b', 'llama3-70b'], accelerator=['h100', 'h200'], n=[2, 4, 8]",
@@ -198,22 +209,33 @@ QUESTIONS: dict[str, list[Question]] = {
            topic="Parallelism"),
     ],
     "93_interview_senior": [
-        _q("93.1", "Chips to serve", "Fewest chips whose HBM holds the model's bf16 weights plus "
-           "the bf16 KV cache of B sequences of S tokens (no other overhead)?", "chips_for_weights",
+        _q("93.1", "Chips to serve", "Fewest chips whose usable memory holds every bf16 weight "
+           "of the model (the input embedding too) plus the bf16 KV cache of B sequences of S "
+           "tokens (no other overhead)? Usable memory is what the driver reports "
+           "(`hw.get(name).memory_capacity_bytes`: 81,559 MiB on an H100, the datasheet's GB "
+           "where nothing was measured).", "chips_for_weights",
            "model=['llama3-70b', 'llama3-405b'], accelerator=['h100', 'h200', 'b200', "
            "'tpu-v5p'], B=(1, 64), S=(2048, 32768)",
-           "answer = math.ceil((inf.weight_bytes_read(p.model) + tf.kv_cache_bytes(p.model, p.B, "
-           "p.S)) / hw.get(p.accelerator).hbm_bytes)",
+           "answer = math.ceil((2 * tf.n_params(p.model) + tf.kv_cache_bytes(p.model, p.B, p.S))"
+           "\n                   / hw.get(p.accelerator).memory_capacity_bytes)",
            "chips", ", rtol=0",
-           worked="Then round up to a shape the parallelism allows (a power of two for TP).",
-           topic="Ch 8"),
-        _q("93.2", "Serving throughput", "Roofline output tokens/s of an n-chip server decoding "
-           "batch B at context S?", "decode_tokens_per_s",
+           worked="Every parameter must be resident: the embedding table is looked up, not "
+           "streamed, but it still occupies memory (a decode step *reads* every weight but the "
+           "input embedding, a different question). Llama 3 70B's bf16 weights alone are a little "
+           "more than one H200's 141 GB, so it needs two before any cache. Then round up to a "
+           "shape the parallelism allows (a tensor-parallel degree that divides the heads).",
+           topic="Ch 8, 21"),
+        _q("93.2", "Serving throughput", "Output tokens/s of an n-chip tensor-parallel server "
+           "decoding batch B at context S, with the decode step of Chapter 21 (roofline of the "
+           "split step plus its all-reduces)?", "decode_tokens_per_s",
            "model=['llama3-70b'], accelerator=['h100', 'h200'], n=[4, 8], B=(1, 256), S=(2048, "
            "16384)",
-           "answer = p.B / inf.decode_step_time(p.model, p.B, p.S, p.accelerator, p.n)", "tokens/s",
-           worked="B / step time; the step is memory-bound until "
-           "B approaches the critical batch.", topic="Ch 8"),
+           "answer = p.B / inf.decode_step_time(p.model, p.B, p.S, p.accelerator, p.n, tp=p.n)",
+           "tokens/s",
+           worked="B tokens per step over the step time. The step is memory-bound until B "
+           "approaches the critical batch, and the 2L + 1 all-reduces add a few milliseconds "
+           "whatever B: leaving them out overstates the throughput by tens of percent at "
+           "small batches.", topic="Ch 8, 21"),
         _q("93.3", "Hierarchical AllReduce", "AllReduce of gbytes GB over n H100s in nodes of 8 "
            "(NVLink inside, the default NIC per GPU of hw.cluster outside): seconds, with the "
            "library's "

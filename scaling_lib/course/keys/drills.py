@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from ... import collectives, hardware, inference, memory, models, roofline, transformer
+from ... import collectives, hardware, inference, memory, models, roofline, serving, transformer
 from ...parallelism import pipeline_bubble_fraction
 from ...units import DAY
 from ..grading.tables import with_messages
@@ -56,8 +56,8 @@ def kv_bytes_per_token(p):
 
 
 def all_reduce_time(p):
-    """90.8: ring AllReduce of p.gbytes GB over p.n devices at p.link_gbps GB/s one-way each."""
-    return collectives.all_reduce_time(p.gbytes * 1e9, p.n, p.link_gbps * 1e9, topology="ring")
+    """90.8: ring AllReduce of p.gbytes GB over p.n devices at p.link_gbytes_per_s GB/s one-way each."""
+    return collectives.all_reduce_time(p.gbytes * 1e9, p.n, p.link_gbytes_per_s * 1e9, topology="ring")
 
 
 def kv_cache_reference(L, K, H, bytes_per_value):
@@ -130,13 +130,21 @@ def zero_bytes(p):
 
 
 def grad_all_reduce_time(p):
-    """92.4: ring AllReduce of p.n_params bf16 gradients over p.dp GPUs at p.link_gbps GB/s."""
-    return collectives.all_reduce_time(2 * p.n_params, p.dp, p.link_gbps * 1e9)
+    """92.4: ring AllReduce of p.n_params bf16 gradients over p.dp GPUs at p.link_gbytes_per_s GB/s."""
+    return collectives.all_reduce_time(2 * p.n_params, p.dp, p.link_gbytes_per_s * 1e9)
 
 
 def decode_step(p):
-    """92.5: roofline bound of one decode step of p.model, batch p.B, context p.S, p.n chips."""
-    return inference.decode_step_time(p.model, p.B, p.S, p.accelerator, p.n)
+    """92.5: one decode step of p.model, batch p.B, context p.S, tensor parallel over p.n chips.
+
+    The model of record of the time per output token (Chapter 21, exercise 21.2): the roofline
+    of the split step plus the 2L + 1 all-reduces of tensor parallelism."""
+    return float(inference.decode_step_time(p.model, p.B, p.S, p.accelerator, p.n, tp=p.n))
+
+
+def _roofline_decode_step(p):
+    """92.5's step without its all-reduces: Chapter 8's roofline bound (a listed mistake)."""
+    return float(inference.decode_step_time(p.model, p.B, p.S, p.accelerator, p.n))
 
 
 def cached_tokens(p):
@@ -156,15 +164,28 @@ def bubble_reference(pp, m):
 
 # ---- 93: mock interview, level 3 -------------------------------------------------------------
 
+def _usable(accelerator):
+    """The chip with its HBM set to what a run can fill (``memory_capacity_bytes``: the
+    driver-reported total where measured), so that ``serving.min_devices`` compares with it."""
+    acc = hardware.get(accelerator)
+    return hardware.with_changes(acc, hbm_bytes=acc.memory_capacity_bytes)
+
+
 def chips_for_weights(p):
-    """93.1: fewest chips of p.accelerator whose HBM holds p.model's bf16 weights and p.S·p.B KV."""
-    need = inference.weight_bytes_read(p.model) + transformer.kv_cache_bytes(p.model, p.B, p.S)
-    return math.ceil(need / hardware.get(p.accelerator).hbm_bytes)
+    """93.1: fewest chips of p.accelerator whose usable memory holds every bf16 weight of p.model
+    (the input embedding too: it must be resident) and the bf16 KV cache of p.B x p.S tokens.
+
+    ``serving.min_devices`` (every parameter, weights plus cache) on the chip's
+    ``memory_capacity_bytes``. Not ``inference.weight_bytes_read``: that counts the bytes a
+    decode step reads, which leaves the embedding table out."""
+    kv = transformer.kv_cache_bytes(p.model, p.B, p.S, "bf16")
+    return serving.min_devices(p.model, _usable(p.accelerator), dtype="bf16", kv_bytes=kv)
 
 
 def decode_tokens_per_s(p):
-    """93.2: output tokens/s of a p.n-chip server decoding batch p.B at context p.S (roofline)."""
-    return p.B / inference.decode_step_time(p.model, p.B, p.S, p.accelerator, p.n)
+    """93.2: output tokens/s of a p.n-chip tensor-parallel server decoding batch p.B at context
+    p.S: B over the decode step of the model of record (all-reduces included, Chapter 21)."""
+    return p.B / decode_step(p)
 
 
 def hierarchical_all_reduce(p):
@@ -224,7 +245,7 @@ WRONG_METHODS_ALL = {
              lambda p: kv_bytes_per_token(p) * models.get(p.model).N / models.get(p.model).K},
     "90.8": {"both directions of the link": lambda p: all_reduce_time(p) / 2,
              "an AllGather only": lambda p: all_reduce_time(p) / 2,
-             "V/W, no 2(n-1)/n": lambda p: p.gbytes / p.link_gbps},
+             "V/W, no 2(n-1)/n": lambda p: p.gbytes / p.link_gbytes_per_s},
     "91.2": {"forward only (2ND)": lambda p: train_flops_6nd(p) / 3},
     "91.3": {"8 bytes per parameter": lambda p: 8 * p.n_params,
              "weights only": lambda p: 2 * p.n_params},
@@ -243,10 +264,13 @@ WRONG_METHODS_ALL = {
     "92.4": {"both directions of the link": lambda p: grad_all_reduce_time(p) / 2,
              "fp32 gradients": lambda p: 2 * grad_all_reduce_time(p)},
     "92.5": {"weights in fp32": lambda p: inference.decode_step_time(
-                 p.model, p.B, p.S, p.accelerator, p.n, dtype="fp32"),
-             "one chip": lambda p: inference.decode_step_time(p.model, p.B, p.S, p.accelerator)},
+                 p.model, p.B, p.S, p.accelerator, p.n, dtype="fp32", tp=p.n),
+             "one chip": lambda p: inference.decode_step_time(p.model, p.B, p.S, p.accelerator),
+             "all-reduces left out (Chapter 8's roofline bound)": _roofline_decode_step},
     "92.6": {"K only, no V": lambda p: 2 * cached_tokens(p)},
-    "93.2": {"one chip's bandwidth": lambda p: decode_tokens_per_s(p) / p.n},
+    "93.2": {"one chip's bandwidth": lambda p: decode_tokens_per_s(p) / p.n,
+             "all-reduces left out (Chapter 8's roofline bound)":
+             lambda p: p.B / _roofline_decode_step(p)},
     "93.3": {"flat ring at NVLink speed": lambda p: collectives.all_reduce_time(
                  p.gbytes * 1e9, p.n, hardware.get("h100").link_bytes_per_s)},
     "93.4": {"Megatron's (p-1)/(v·m)": lambda p: p.mfu * (1 - pipeline_bubble_fraction(
@@ -308,18 +332,21 @@ HINTS_ALL = {
              'stage 1 shards the optimizer, stage 2 also the gradients, stage 3 also the weights'),
     '92.4': ('A ring AllReduce of the bf16 gradients.',
              'two passes of (n-1)/n of the gradient bytes over the one-way link'),
-    '92.5': ('The slower of math and memory decides a decode step.',
-             "FLOPs over the chips' peak against weights plus cache bytes over their HBM bandwidth"),
+    '92.5': ('The slower of math and memory decides the split step; what else does a '
+             'tensor-parallel step wait for?',
+             "FLOPs over the chips' peak against weights plus cache bytes over their HBM "
+             "bandwidth, then the all-reduces of each block, costed on the group's links"),
     '92.6': ('HBM left after the weights, in tokens.',
              'the free bytes over the cache bytes per token'),
     '92.7': ('Which states does each stage divide by the data-parallel degree?',
              'optimizer (12 bytes), gradients (2) and weights (2), sharded by stage'),
     '92.8': ('Idle slots over all the slots.',
              'count the ramp-up and drain slots of the schedule'),
-    '93.1': ('Weights and cache must fit.',
-             'round up their bytes over HBM per chip'),
-    '93.2': ('How many tokens does a decode step produce?',
-             'one per sequence of the batch, per step time'),
+    '93.1': ('What must stay resident, and how much of a chip can a run fill?',
+             "every parameter's bytes plus the cache, over the memory the driver reports per "
+             'chip, rounded up'),
+    '93.2': ('How many tokens does a decode step produce, and how long is a tensor-parallel step?',
+             'one per sequence of the batch, over the step time with its all-reduces'),
     '93.3': ('Three phases: in the node, across nodes, in the node.',
              "ReduceScatter in the node, AllReduce across nodes on the node's share, AllGather "
              'in the node'),
@@ -368,14 +395,19 @@ WRONG_METHODS_ALL["92.6"]["one chip's HBM"] = (
     / transformer.kv_cache_bytes(p.model, 1, 1),
     "the weights and the cache spread over all n chips: use their HBM together")
 WRONG_METHODS_ALL["93.1"] = {
+    "the embedding table left out (bytes read per step)": (
+        lambda p: math.ceil((inference.weight_bytes_read(p.model)
+                             + transformer.kv_cache_bytes(p.model, p.B, p.S))
+                            / hardware.get(p.accelerator).memory_capacity_bytes),
+        "that counts the bytes a decode step reads, which leaves the input embedding out: "
+        "every weight must be resident, the embedding table too"),
     "weights only (cache forgotten)": (
-        lambda p: math.ceil(inference.weight_bytes_read(p.model)
-                            / hardware.get(p.accelerator).hbm_bytes),
+        lambda p: serving.min_devices(p.model, _usable(p.accelerator)),
         "the KV cache of B sequences of S tokens must fit too"),
     "rounded down": (
-        lambda p: math.floor((inference.weight_bytes_read(p.model)
+        lambda p: math.floor((transformer.n_params(p.model) * 2
                               + transformer.kv_cache_bytes(p.model, p.B, p.S))
-                             / hardware.get(p.accelerator).hbm_bytes),
+                             / hardware.get(p.accelerator).memory_capacity_bytes),
         "a fraction of a chip does not exist: round up"),
 }
 WRONG_METHODS_ALL["93.2"]["per sequence"] = (
@@ -400,6 +432,9 @@ WRONG_METHODS_ALL["93.5"] = {
 
 _SPARSE = "the datasheet's \"with sparsity\" figure is twice the dense peak"
 _BOTH = "the figure counts both directions: a transfer goes one way"
+_ALL_REDUCES = ("that is the roofline bound alone: a tensor-parallel step also waits for 2L + 1 "
+                "all-reduces of the batch's activations (after each attention and MLP block, and "
+                "after the embedding), one after the other")
 _KV = "each layer caches a key and a value for each of the K kv heads"
 with_messages(WRONG_METHODS_ALL, {
     "90.1": {"the sparsity figure (2x dense)": _SPARSE,
@@ -434,9 +469,11 @@ with_messages(WRONG_METHODS_ALL, {
     "92.4": {"both directions of the link": _BOTH,
              "fp32 gradients": "the gradients are bf16"},
     "92.5": {"weights in fp32": "the weights are bf16, 2 bytes each",
-             "one chip": "the n chips read in parallel"},
+             "one chip": "the n chips read in parallel",
+             "all-reduces left out (Chapter 8's roofline bound)": _ALL_REDUCES},
     "92.6": {"K only, no V": _KV},
-    "93.2": {"one chip's bandwidth": "the n chips read in parallel"},
+    "93.2": {"one chip's bandwidth": "the n chips read in parallel",
+             "all-reduces left out (Chapter 8's roofline bound)": _ALL_REDUCES},
     "93.3": {"flat ring at NVLink speed": "the inter-node phase runs at the network's speed"},
     "93.4": {"Megatron's (p-1)/(v·m)": "the bubble's share of the step is (p-1)/(v·m + p-1)"},
     "93.6": {"the sparsity peak": _SPARSE,
