@@ -101,6 +101,47 @@ QUESTIONS: dict[str, list[Question]] = {
            signature="def ring_all_reduce(nbytes, n, bytes_per_s):",
            cases="[(1e9, 8, 450e9), (4e9, 64, 50e9), (1e6, 2, 1e9)]",
            topic="Ch 4"),
+        _q("90.11", "Erratum: \"the H100 has 96 GB\"", "How many tokens of bf16 KV cache fit "
+           "beside every bf16 weight of the model below on n H100 SXM GPUs, counting the "
+           "datasheet's HBM and nothing else (no activations, no reserve)?", "kv_tokens_on_h100",
+           "model=['llama3-8b', 'llama2-13b', 'llama3-70b'], n=[2, 4, 8]",
+           "answer = (p.n * hw.get('h100').hbm_bytes - 2 * tf.n_params(p.model)) "
+           "/ tf.kv_cache_bytes(p.model, 1, 1)",
+           "tokens", worked="Free memory over the cache bytes per token. The H100 SXM's "
+           "datasheet gives its HBM in GB; the larger figures people quote belong to other "
+           "parts (the H100 NVL PCIe card, the GH200), and the driver of an SXM reports a little more than the datasheet "
+           "(`memory_capacity_bytes`).", topic="Errata, Ch 2, 8"),
+        _q("90.12", "Erratum: \"PCIe 4.0 x16 is 16 GB/s\"", "How many seconds does copying "
+           "gbytes GB (1e9 bytes) from host memory to one GPU take over a PCIe link of the "
+           "generation below with 16 lanes, one way (gen 3: 8, gen 4: 16, gen 5: 32 GT/s per "
+           "lane, 128b/130b encoding; nothing else)?", "pcie_copy_time",
+           "gen=[3, 4, 5], gbytes=[1.0, 4.0, 16.0, 141.0]",
+           "answer = p.gbytes * 1e9 / (16 * {3: 8e9, 4: 16e9, 5: 32e9}[p.gen] * 128 / 130 / 8)",
+           "s", worked="Lanes × transfer rate × 128/130 ÷ 8 bits per byte, one way. The "
+           "\"16 GB/s\" figure is PCIe 3.0 x16; every generation doubles it.",
+           topic="Errata, Ch 4, 22"),
+        _q("90.13", "Erratum: \"NVLink pools two GPUs' memory into one\"", "The bf16 weights of "
+           "the model below do not fit in one A100-80GB. It keeps as much as its HBM holds "
+           "and reads the rest from its NVLink neighbour's HBM every decode step (NVLink 3, "
+           "one way). Seconds per decode step counting the weight reads only (every weight "
+           "but the input embedding is read; expert models read all experts)?",
+           "peer_weight_read_time", "model=['llama3-70b', 'mixtral-8x7b']",
+           "a = hw.get('a100-80gb')\nw = inf.weight_bytes_read(p.model)\n"
+           "answer = a.hbm_bytes / a.hbm_bytes_per_s + (w - a.hbm_bytes) / a.link_bytes_per_s",
+           "s", worked="Two reads one after the other: the local part at HBM bandwidth, the "
+           "rest at NVLink's one-way bandwidth, several times slower. NVLink joins two "
+           "memories with a link; it does not make one memory of them, which is why models are "
+           "split explicitly (tensor or pipeline parallelism) instead.",
+           topic="Errata, Ch 2, 22"),
+        _q("90.14", "Erratum: \"data parallelism needs about 8 bytes per parameter\"",
+           "Largest model (parameters) that plain data parallelism (no ZeRO) can train on one "
+           "GPU of the kind below with mixed-precision Adam, counting only the model states "
+           "against the datasheet's HBM (no activations)?", "dp_max_params",
+           "accelerator=['a100-40gb', 'a100-80gb', 'h100', 'h200', 'b200']",
+           "answer = hw.get(p.accelerator).hbm_bytes / (2 + 2 + 4 + 4 + 4)", "parameters",
+           worked="bf16 weights (2) and gradients (2), an fp32 master copy (4) and two fp32 Adam "
+           "moments (4 + 4): 16 bytes per parameter. Eight bytes is pure bf16 Adam without a "
+           "master copy, which few large runs use.", topic="Errata, Ch 6"),
     ],
     "91_interview_junior": [
         _q("91.1", "Matmul time", "How long does the bf16 matmul [B, D] x [D, F] take at the "
@@ -181,8 +222,8 @@ QUESTIONS: dict[str, list[Question]] = {
            "split step plus the tensor-parallel all-reduces (Chapter 21's model; bf16 "
            "activations, each all-reduce costed by `scaling_lib.collectives` on the node's "
            "links).", "decode_step",
-           "model=['llama3-8b', 'llama3-70b'], B=(1, 256), S=(1024, 16384), accelerator=['h100', "
-           "'h200'], n=[2, 4, 8]",
+           "model=['llama3-8b', 'llama3-70b'], B=(1, 64), S=(1024, 8192), accelerator=['h100', "
+           "'h200'], n=[4, 8]",
            "answer = inf.decode_step_time(p.model, p.B, p.S, p.accelerator, p.n, tp=p.n)", "s",
            worked="Small batches are memory-bound: the weights and the KV cache dominate the "
            "split step, max(FLOPs / (n·C), bytes / (n·W_hbm)). Tensor parallelism then adds "
@@ -276,5 +317,44 @@ QUESTIONS: dict[str, list[Question]] = {
            signature="def mfu(n_params, tokens_per_s, n_devices, flops_per_s):",
            cases="[(70e9, 1e6, 1024, 989.4e12), (8e9, 5e5, 64, 312e12)]",
            topic="Ch 7"),
+        _q("93.9", "Checkpoint interval", "A job runs on n GPUs, each failing independently "
+           "on average once every mtbf_hours hours; writing a checkpoint stalls training for "
+           "ckpt_s seconds. Every failure costs the work since the last checkpoint. Which "
+           "interval between checkpoints (seconds of work) wastes least, to first order?",
+           "checkpoint_interval",
+           "n=[1024, 4096, 16384], mtbf_hours=[20000.0, 50000.0, 100000.0], "
+           "ckpt_s=[10.0, 30.0, 60.0, 120.0]",
+           "M = p.mtbf_hours * 3600 / p.n\nanswer = math.sqrt(2 * p.ckpt_s * M)", "s",
+           worked="The job's MTBF is the GPU's over n. Per second of work, saving costs δ/τ and "
+           "failures cost about τ/(2M) (half an interval lost each); the sum is smallest at "
+           "τ* = sqrt(2δM) (Young 1974). Then ask what shrinks δ (asynchronous checkpoints to "
+           "host memory) and what the restart time adds to the waste.",
+           topic="Reliability"),
+        _q("93.10", "Speculative decoding", "A draft model proposes gamma tokens per round; the "
+           "target checks them in one step, each drafted token is accepted independently with "
+           "probability alpha until the first rejection, and the target always adds one token "
+           "of its own. A draft step costs draft_cost target steps. Expected speed-up over "
+           "plain decoding?", "speculative",
+           "alpha=[0.5, 0.6, 0.7, 0.8, 0.9], gamma=[2, 3, 4, 5, 6, 8], "
+           "draft_cost=[0.02, 0.05, 0.1]",
+           "tokens = (1 - p.alpha ** (p.gamma + 1)) / (1 - p.alpha)\n"
+           "answer = tokens / (1 + p.gamma * p.draft_cost)", "",
+           worked="Token i of the draft survives only if all before it did: probability α^i. "
+           "The expected tokens per round are 1 + α + ... + α^γ = (1 - α^(γ+1))/(1 - α) "
+           "(Leviathan et al. 2023), and a round costs 1 + γc target steps. Follow-ups: why "
+           "the speed-up shrinks at large batch (the target step stops being memory-bound) and "
+           "what acceptance a draft needs to pay at all.", topic="Ch 21"),
+        _q("93.11", "KV cache per GPU beyond K", "The model below is tensor parallel over tp "
+           "GPUs (tp may exceed its K kv heads). Bytes of bf16 KV cache per GPU for B "
+           "sequences of S tokens?", "kv_per_gpu",
+           "model=['llama3-8b', 'llama3-70b', 'llama3-405b'], tp=[2, 4, 8, 16, 32], B=(1, 64), "
+           "S=(1024, 32768)",
+           "K = models.get(p.model).K\n"
+           "answer = tf.kv_cache_bytes(p.model, p.B, p.S) / min(p.tp, K)", "bytes",
+           worked="Each GPU holds the kv heads its query heads read. Up to tp = K the K heads "
+           "split evenly; beyond it every GPU still holds one whole kv head (copied tp/K "
+           "times), so the cache per GPU stops shrinking: one more reason tensor parallelism "
+           "beyond K buys little for serving with grouped-query attention.",
+           topic="Ch 8, 21"),
     ],
 }

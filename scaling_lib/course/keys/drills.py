@@ -222,6 +222,51 @@ def mfu_reference(n_params, tokens_per_s, n_devices, flops_per_s):
     return transformer.six_n_flops(n_params, tokens_per_s) / (n_devices * flops_per_s)
 
 
+# ---- 90.11-90.14: the errata drills (claims heard in interviews, and their correction) -------
+
+def kv_tokens_on_h100(p):
+    """90.11: tokens of bf16 KV cache beside p.model's bf16 weights on p.n H100 SXM (datasheet HBM)."""
+    return float(inference.max_cached_tokens(p.model, "h100", p.n))
+
+
+def pcie_copy_time(p):
+    """90.12: seconds to copy p.gbytes GB host-to-GPU over a PCIe gen p.gen x16 link, one way."""
+    return p.gbytes * 1e9 / float(collectives.pcie_bytes_per_s(p.gen, 16))
+
+
+def peer_weight_read_time(p):
+    """90.13: decode step (weights only) of p.model on one A100-80GB that reads what does not fit
+    from its NVLink neighbour: exercise 22.12's key."""
+    from . import case_serving_llama3
+    return float(case_serving_llama3.peer_read_time(p))
+
+
+def dp_max_params(p):
+    """90.14: largest model plain data parallelism trains on one p.accelerator (mixed-precision
+    Adam, model states only, the datasheet's HBM)."""
+    return float(memory.max_trainable_params(p.accelerator))
+
+
+# ---- 93.9-93.11: level 3 --------------------------------------------------------------------
+
+def checkpoint_interval(p):
+    """93.9: Young's checkpoint interval for a job of p.n GPUs of MTBF p.mtbf_hours each and a
+    checkpoint that stalls p.ckpt_s seconds."""
+    from ... import reliability
+    return reliability.young_daly_interval(p.ckpt_s, reliability.job_mtbf(p.mtbf_hours * 3600,
+                                                                          p.n))
+
+
+def speculative(p):
+    """93.10: expected speed-up of speculative decoding (alpha, gamma, draft cost)."""
+    return float(serving.speculative_speedup(p.alpha, p.gamma, p.draft_cost))
+
+
+def kv_per_gpu(p):
+    """93.11: bf16 KV cache bytes per GPU of p.model tensor parallel over p.tp, p.B x p.S tokens."""
+    return float(serving.kv_cache_bytes_per_device(p.model, p.tp, p.B, p.S, "bf16"))
+
+
 # ---- The common wrong answers (distractors) ---------------------------------------------------
 
 def _acc(p):
@@ -394,13 +439,11 @@ WRONG_METHODS_ALL["92.6"]["one chip's HBM"] = (
     - (p.n - 1) / p.n * inference.weight_bytes_read(p.model)
     / transformer.kv_cache_bytes(p.model, 1, 1),
     "the weights and the cache spread over all n chips: use their HBM together")
+# (Leaving out the input embedding, i.e. using ``inference.weight_bytes_read``, the bytes a step
+# reads, is the slip this drill was fixed for: at SEED 131, Llama 3 70B on H200s, it gives 1 chip
+# instead of 2. The embedding is about 1.5% of the weights, so the chip count changes in too few
+# draws for the audit to let it be a listed mistake; the hints and the worked answer name it.)
 WRONG_METHODS_ALL["93.1"] = {
-    "the embedding table left out (bytes read per step)": (
-        lambda p: math.ceil((inference.weight_bytes_read(p.model)
-                             + transformer.kv_cache_bytes(p.model, p.B, p.S))
-                            / hardware.get(p.accelerator).memory_capacity_bytes),
-        "that counts the bytes a decode step reads, which leaves the input embedding out: "
-        "every weight must be resident, the embedding table too"),
     "weights only (cache forgotten)": (
         lambda p: serving.min_devices(p.model, _usable(p.accelerator)),
         "the KV cache of B sequences of S tokens must fit too"),
@@ -478,4 +521,106 @@ with_messages(WRONG_METHODS_ALL, {
     "93.4": {"Megatron's (p-1)/(v·m)": "the bubble's share of the step is (p-1)/(v·m + p-1)"},
     "93.6": {"the sparsity peak": _SPARSE,
              "MFU left out": "the chips deliver only the MFU's share of their peak"},
+})
+
+
+# ---- The errata drills' mistakes: each erratum is the first listed mistake of its drill --------
+_H100 = hardware.get("h100")
+ERRATA = {
+    "90.11": "the H100 has 96 GB",
+    "90.12": "PCIe 4.0 x16 is 16 GB/s",
+    "90.13": "NVLink pools two GPUs' memory into one",
+    "90.14": "data parallelism needs about 8 bytes per parameter",
+}
+
+
+def _nvl_gb():
+    from ...serving.parallel import H100_NVL_HBM_BYTES
+    return H100_NVL_HBM_BYTES / 1e9
+
+
+WRONG_METHODS_ALL["90.11"] = {
+    "the H100 has 96 GB": (
+        lambda p: float(inference.max_cached_tokens(
+            p.model, hardware.with_changes(_H100, hbm_bytes=96e9), p.n)),
+        f"no H100 has 96 GB: the SXM part has {_H100.hbm_bytes / 1e9:.0f} GB (the datasheet), "
+        f"the PCIe NVL card {_nvl_gb():.0f} GB"),
+    "K only, no V": (lambda p: 2 * kv_tokens_on_h100(p), _KV),
+}
+WRONG_METHODS_ALL["90.12"] = {
+    "PCIe 4.0 x16 is 16 GB/s": (
+        lambda p: 2 * pcie_copy_time(p),
+        "that is one generation too slow: 16 GB/s one way is PCIe 3.0 x16, and each generation "
+        "doubles the transfer rate per lane"),
+    "both directions counted": (lambda p: pcie_copy_time(p) / 2, _BOTH),
+    "bits instead of bytes": (lambda p: pcie_copy_time(p) / 8,
+                              "the transfer rate is in bits per lane: divide by 8 for bytes"),
+}
+WRONG_METHODS_ALL["90.13"] = {
+    "NVLink pools two GPUs' memory into one": (
+        lambda p: float(inference.weight_bytes_read(p.model))
+        / hardware.get("a100-80gb").hbm_bytes_per_s,
+        "NVLink links two memories, it does not merge them: the bytes that live on the "
+        "neighbour arrive at NVLink's bandwidth, several times slower than local HBM"),
+    "both directions of NVLink": (
+        lambda p: (min(float(inference.weight_bytes_read(p.model)),
+                       hardware.get("a100-80gb").hbm_bytes)
+                   / hardware.get("a100-80gb").hbm_bytes_per_s
+                   + max(float(inference.weight_bytes_read(p.model))
+                         - hardware.get("a100-80gb").hbm_bytes, 0.0)
+                   / (2 * hardware.get("a100-80gb").link_bytes_per_s)),
+        _BOTH),
+}
+WRONG_METHODS_ALL["90.14"] = {
+    "data parallelism needs about 8 bytes per parameter": (
+        lambda p: 2 * dp_max_params(p),
+        "8 bytes is bf16 Adam without an fp32 master copy; mixed precision keeps bf16 weights "
+        "and gradients, an fp32 master copy and two fp32 moments: 16 bytes per parameter"),
+    "weights only (2 bytes)": (lambda p: 8 * dp_max_params(p),
+                               "count gradients and optimizer states too"),
+}
+WRONG_METHODS_ALL["93.9"] = {
+    "one GPU's MTBF, not the job's": (
+        lambda p: checkpoint_interval(p) * math.sqrt(p.n),
+        "the job stops when any of its n GPUs fails: its MTBF is the GPU's over n"),
+    "sqrt(δ·M), the 2 left out": (
+        lambda p: checkpoint_interval(p) / math.sqrt(2),
+        "a failure loses half an interval on average: minimising δ/τ + τ/(2M) gives sqrt(2δM)"),
+}
+WRONG_METHODS_ALL["93.10"] = {
+    "the draft's cost left out": (
+        lambda p: float(serving.engine.expected_tokens_per_step(p.alpha, p.gamma)),
+        "each round also runs gamma draft steps: divide by 1 + gamma times the draft's cost"),
+    "1 + γα tokens per round (acceptances independent of order)": (
+        lambda p: (1 + p.gamma * p.alpha) / (1 + p.gamma * p.draft_cost),
+        "the first rejected token ends the round: token i is kept only if all before it were, "
+        "with probability alpha^i"),
+}
+WRONG_METHODS_ALL["93.11"] = {
+    "divided by tp beyond K": (
+        lambda p: float(transformer.kv_cache_bytes(p.model, p.B, p.S, "bf16")) / p.tp,
+        "there are only K kv heads: beyond tp = K each GPU still holds at least one whole kv "
+        "head, copied on the tp/K GPUs whose query heads read it"),
+    "not split at all": (
+        lambda p: float(transformer.kv_cache_bytes(p.model, p.B, p.S, "bf16")),
+        "tensor parallelism splits the kv heads over the GPUs (up to K ways)"),
+}
+HINTS_ALL.update({
+    "90.11": ("Which H100 is it, and what does its datasheet say?",
+              "HBM of the n GPUs minus every bf16 weight, over the cache bytes per token"),
+    "90.12": ("What is one lane's transfer rate in this generation, and how many bits make a byte?",
+              "lanes times transfers per second times the 128b/130b encoding, over 8, one way"),
+    "90.13": ("Where do the bytes that do not fit live, and over what do they arrive?",
+              "local bytes over local HBM bandwidth plus the rest over NVLink's one-way "
+              "bandwidth"),
+    "90.14": ("List the states mixed-precision Adam keeps per parameter.",
+              "the chip's HBM over the bytes of weights, gradients, master copy and moments"),
+    "93.9": ("What is the job's mean time between failures, and what does a failure cost?",
+             "minimise the time saving checkpoints plus the work lost (half an interval) per "
+             "failure"),
+    "93.10": ("When does a round end, and what does it cost?",
+              "expected tokens per target step over the cost of one target and gamma draft "
+              "steps"),
+    "93.11": ("How many kv heads are there to split?",
+              "the cache over tp while tp divides K; beyond K, copies of each kv head"),
 })
