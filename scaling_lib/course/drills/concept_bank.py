@@ -17,6 +17,7 @@ See: the "Interview preparation" part of the book, "Concept bank and rubrics".
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 # One scale for every question. A red flag that the candidate does not withdraw when the
 # follow-up points at it caps the question at 0.
@@ -50,6 +51,7 @@ TOPICS = ("Parallelism", "Memory of a training step", "Utilisation", "Hardware a
           "Reliability and debugging")
 
 
+@lru_cache(maxsize=1)
 def _numbers() -> dict:
     """Every number the answers quote, from the library."""
     from ... import (collectives, hardware, inference, memory, published, reliability, roofline,
@@ -813,8 +815,8 @@ def rubric_markdown(c: Concept) -> str:
             f"**Follow-ups:**\n{items(c.follow_ups)}")
 
 
-def page_markdown() -> str:
-    """The book page: every question by topic, its three answers and its rubric (collapsed)."""
+def intro_markdown() -> str:
+    """The book page's introduction: how to use the bank, the scale and threshold, the errata."""
     cs = bank()
     scale = "\n".join(f"- **{k}**: {v}" for k, v in SCORES.items())
     head = (f"The bank holds {len(cs)} questions in {len(TOPICS)} topics. Each has a model "
@@ -828,20 +830,32 @@ def page_markdown() -> str:
             "`scaling_lib` when the page is built.\n\n")
     err = "\n".join(f"- \"{e['claim']}\": {e['correction']} (drill {e['drill']})"
                     for e in errata())
-    head += ("**The four errata** are red flags in every rubric where they apply; each has a "
-             "graded drill in the [numbers drill](../exercises/90_numbers.ipynb):\n\n" + err +
-             "\n\n")
-    out = [head]
-    k = 0
-    for topic in TOPICS:
-        out.append(f"## {topic}\n")
-        for c in (c for c in cs if c.topic == topic):
-            k += 1
-            out.append(f"### Q{k}. {c.question}\n\n*Asked first at level {c.level}; key "
-                       f"`{c.key}`.*\n\n"
-                       ":::{admonition} Model answers\n:class: dropdown\n"
-                       f"**Depth 1.** {c.answers[0]}\n\n**Depth 2.** {c.answers[1]}\n\n"
-                       f"**Depth 3.** {c.answers[2]}\n:::\n\n"
-                       ":::{admonition} Rubric\n:class: dropdown\n"
-                       f"{rubric_markdown(c)}\n:::\n")
+    return head + ("**The four errata** are red flags in every rubric where they apply; each "
+                   "has a graded drill in the [numbers drill](../exercises/90_numbers.ipynb):"
+                   "\n\n" + err)
+
+
+def topic_markdown(topic: str) -> str:
+    """The questions of one topic (numbered as in the whole bank), their three answers and their
+    rubrics, collapsed."""
+    if topic not in TOPICS:
+        raise ValueError(f"topic={topic!r}; valid choices: {', '.join(TOPICS)}")
+    ordered = [c for t in TOPICS for c in bank() if c.topic == t]
+    out = []
+    for k, c in enumerate(ordered, 1):
+        if c.topic != topic:
+            continue
+        out.append(f"**Q{k}. {c.question}** *(asked first at level {c.level}; key "
+                   f"`{c.key}`)*\n\n"
+                   ":::{admonition} Model answers\n:class: dropdown\n"
+                   f"**Depth 1.** {c.answers[0]}\n\n**Depth 2.** {c.answers[1]}\n\n"
+                   f"**Depth 3.** {c.answers[2]}\n:::\n\n"
+                   ":::{admonition} Rubric\n:class: dropdown\n"
+                   f"{rubric_markdown(c)}\n:::\n")
     return "\n".join(out)
+
+
+def page_markdown() -> str:
+    """The whole book page as one Markdown text: the introduction, then each topic."""
+    return intro_markdown() + "\n\n" + "\n".join(
+        f"## {t}\n\n{topic_markdown(t)}" for t in TOPICS)

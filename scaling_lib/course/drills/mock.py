@@ -101,7 +101,8 @@ FLOW: dict[int, tuple[Section, ...]] = {
         Section("Back-of-envelope", 12, (
             Item("93.1", if_fail="Which bytes must be resident, and which does a step read?"),
             Item("93.2", if_pass="concept:tp_decode", if_fail="concept:collectives"),
-            Item("93.9", if_pass="concept:failures", if_fail="concept:failures")), _ENV),
+            Item("93.9", if_pass="concept:failures",
+                 if_fail="What is the mean time between failures of a job on n GPUs?")), _ENV),
         Section("Concepts", 10, (
             Item("concept:tp_decode", if_pass="concept:disaggregation",
                  if_fail="concept:batching"),
@@ -228,7 +229,7 @@ def flow_markdown(level: int) -> str:
     _check_level(level)
     out = []
     for s in FLOW[level]:
-        out.append(f"**{s.name} ({s.minutes} min).** {s.how}")
+        out.append(f"**{s.name} ({s.minutes} min).** {s.how}\n")
         for it in s.items:
             line = f"- {describe(it.ref)} (`{it.ref}`)"
             if it.if_pass or it.if_fail:
