@@ -100,6 +100,7 @@ def _numbers() -> dict:
         n_ar=inference.tp_decode_all_reduces("llama3-70b"),
         ck=ck, ck_t=ck_t, job_mtbf=job, gpu_mtbf_h=gpu_mtbf_h,
         storage=reliability.LLAMA3_STORAGE_BYTES_PER_S,
+        effective=reliability.LLAMA3_EFFECTIVE_TRAINING_TIME,
         mfu_lo=min(r.mfu for r in runs), mfu_hi=max(r.mfu for r in runs),
         yd=reliability.young_daly_interval(ck_t, job),
         llama_mtbf=reliability.mtbf(reliability.LLAMA3_INTERRUPTIONS,
@@ -423,14 +424,15 @@ def bank() -> list[Concept]:  # noqa: PLR0915 (one long table, read top to botto
           level=2),
         Q("frontier_time", "Utilisation",
           "How long does a frontier pre-training run take?",
-          ("Months.",
+          ("Months: the compute alone takes weeks on thousands of GPUs, and failures and "
+           "restarts add to it.",
            f"Llama 3 405B: its training FLOPs on {big.n_devices:,} H100s at {big.mfu:.0%} MFU "
            f"is {n['frontier_days']:.0f} days of pure compute (t = FLOPs / (n x C x MFU)); the "
            "real run took longer with failures and restarts.",
            "Runs are sized to end in a few months: longer and the hardware and the ideas are "
            "outdated, shorter needs a cluster that does not exist or a batch beyond the "
            "critical size. Goodput (the share of wall-clock time that makes progress) is the "
-           "other factor: Llama 3 reported over 90% effective training time."),
+           f"other factor: Llama 3 reported over {n['effective']:.0%} effective training time."),
           ("order of magnitude", "t = FLOPs / (n C MFU)", "failures add time"),
           ("why not longer or shorter", "goodput"),
           ("off by 10x",),
@@ -736,7 +738,7 @@ def bank() -> list[Concept]:  # noqa: PLR0915 (one long table, read top to botto
            "Asynchronous checkpoints copy to host memory and write in the background, "
            "shrinking the stall; restart time (scheduling, loading, NCCL init) often costs "
            "more than the lost work; spare nodes and automated detection of slow or faulty "
-           "GPUs keep goodput above 90%."),
+           f"GPUs kept Llama 3's effective training time above {n['effective']:.0%}."),
           ("MTBF / n", "Young's interval", "restart from checkpoint"),
           ("async checkpoints", "restart time", "goodput"),
           ("checkpoints once a day at this scale",),
