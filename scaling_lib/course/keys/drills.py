@@ -355,7 +355,8 @@ HINTS_ALL = {
     '91.1': ("FLOPs of the matmul over the chip's dense peak.",
              'a multiply and an add per product of B·D·F'),
     '91.2': ('Which passes does training run, and what do they cost per parameter?',
-             'forward 2 FLOPs per parameter per token, backward twice that'),
+             "count the forward pass's FLOPs per parameter and token (a multiply and an add), "
+             'then the backward relative to it'),
     '91.3': ('What does mixed-precision Adam keep per parameter?',
              'weights, gradients, master copy and two moments, each at its precision'),
     '91.4': ('Bytes per token, then how many tokens are cached?',
