@@ -246,6 +246,10 @@ def test_design_serving_answer_meets_the_target_with_all_reduces():
     assert all(not r["meets"] for r in d["rows"] if r["chips"] < best["chips"])
     assert best["chips"] >= d["min_for_memory"]
     assert drills.design_serving(tpot=1e-6, sizes=(8,))["best"] is None
+    # issue 29: every weight plus the cache, 227 GB for 32 x 8K (not 225: the embedding counts)
+    d8 = drills.design_serving(batch=32, prompt_len=8192, gen_len=1, sizes=(8,))
+    want = 2 * _params("llama3-70b")[0] + _kv("llama3-70b", 32, 8193)
+    assert d8["need_bytes"] == pytest.approx(want) and round(want / 1e9) == 227
 
 
 def test_design_low_mfu_and_long_context():

@@ -177,9 +177,11 @@ def design_serving(model="llama3-70b", accelerator="h100", tpot=0.050, batch=32,
                      "meets": bool(e.fits and e.tpot <= tpot)})
     best = next((r for r in rows if r["meets"]), None)
     kv = transformer.kv_cache_bytes(cfg, batch, prompt_len + gen_len, dtype)
-    return {"rows": rows, "best": best, "tpot_target": tpot,
+    weights = serving.weight_bytes_per_device(cfg, 1, 1, dtype)  # every weight, resident
+    return {"rows": rows, "best": best, "tpot_target": tpot, "kv_bytes": float(kv),
+            "weight_bytes": weights, "need_bytes": weights + float(kv),
             "min_for_memory": serving.min_devices(cfg, usable, dtype=dtype, kv_bytes=kv),
-            "need_bytes": transformer.n_params(cfg) * 2 + kv if dtype == "bf16" else None}
+            "batch": batch, "context": prompt_len + gen_len}
 
 
 def serving_answer(**kw) -> str:
@@ -196,9 +198,11 @@ def serving_answer(**kw) -> str:
     end = (f"The smallest that meets {fmt_seconds(tpot)} per token is **{best['chips']} chips** "
            f"({best['layout']}, {best['tokens_per_s']:,.0f} output tokens/s)."
            if best else "None of these sizes meets the target: quantise, or shorten the batch.")
-    return (f"Every weight must be resident, plus the KV cache of the whole batch at its longest "
-            f"context: at least {d['min_for_memory']} chips' usable memory before anything "
-            "else. The serving estimator then times each size with its best layout (tensor "
+    return (f"Every weight must be resident ({fmt_bytes(d['weight_bytes'])}, the input "
+            "embedding included), plus the KV cache of the whole batch at its longest context "
+            f"({d['batch']} sequences of {d['context']:,} tokens: {fmt_bytes(d['kv_bytes'])}): "
+            f"{fmt_bytes(d['need_bytes'])}, at least {d['min_for_memory']} chips' usable memory "
+            "before anything else. The serving estimator then times each size with its best layout (tensor "
             "parallel inside the node, stages across nodes); its decode step is the split "
             "roofline plus the 2L + 1 all-reduces, each costed on the links they cross.\n\n"
             + table(rows) + "\n\n" + end + " A real server keeps room for activations and its "
