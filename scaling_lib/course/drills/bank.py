@@ -253,8 +253,8 @@ QUESTIONS: dict[str, list[Question]] = {
         _q("93.1", "Chips to serve", "Fewest chips whose usable memory holds every bf16 weight "
            "of the model (the input embedding too) plus the bf16 KV cache of B sequences of S "
            "tokens (no other overhead)? Usable memory is what the driver reports "
-           "(`hw.get(name).memory_capacity_bytes`: 81,559 MiB on an H100, the datasheet's GB "
-           "where nothing was measured).", "chips_for_weights",
+           "(`hw.get(name).memory_capacity_bytes`; the datasheet's figure where nothing was "
+           "measured).", "chips_for_weights",
            "model=['llama3-70b', 'llama3-405b'], accelerator=['h100', 'h200', 'b200', "
            "'tpu-v5p'], B=(1, 64), S=(2048, 32768)",
            "answer = math.ceil((2 * tf.n_params(p.model) + tf.kv_cache_bytes(p.model, p.B, p.S))"
@@ -274,9 +274,9 @@ QUESTIONS: dict[str, list[Question]] = {
            "answer = p.B / inf.decode_step_time(p.model, p.B, p.S, p.accelerator, p.n, tp=p.n)",
            "tokens/s",
            worked="B tokens per step over the step time. The step is memory-bound until B "
-           "approaches the critical batch, and the 2L + 1 all-reduces add a few milliseconds "
-           "whatever B: leaving them out overstates the throughput by tens of percent at "
-           "small batches.", topic="Ch 8, 21"),
+           "approaches the critical batch, and the 2L + 1 all-reduces of the batch's "
+           "activations come on top, one after the other: leaving them out (Chapter 8's bound "
+           "alone) overstates the throughput, and the checker names that slip.", topic="Ch 8, 21"),
         _q("93.3", "Hierarchical AllReduce", "AllReduce of gbytes GB over n H100s in nodes of 8 "
            "(NVLink inside, the default NIC per GPU of hw.cluster outside): seconds, with the "
            "library's "
