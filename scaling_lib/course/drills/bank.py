@@ -356,5 +356,16 @@ QUESTIONS: dict[str, list[Question]] = {
            "times), so the cache per GPU stops shrinking: one more reason tensor parallelism "
            "beyond K buys little for serving with grouped-query attention.",
            topic="Ch 8, 21"),
+        _q("93.12", "Experts a decode step reads", "A mixture-of-experts layer has E experts; "
+           "each of the B tokens of a decode step is routed to k of them, uniformly at random and "
+           "independently of the other tokens. How many distinct experts does the step read, "
+           "in expectation (per layer)?", "experts_touched",
+           "E=[64, 128, 256], k=[2, 4], B=[8, 16, 32]",
+           "answer = p.E * (1 - (1 - p.k / p.E) ** p.B)", "experts",
+           worked="An expert is missed by one token with probability 1 - k/E and by all B with "
+           "(1 - k/E)^B, so the step reads E·(1 - (1 - k/E)^B) experts. It reaches almost all "
+           "of them at a batch of a few E/k: the reason a mixture of experts loses its "
+           "bandwidth advantage at serving batch sizes (real routers are not uniform, and "
+           "touch fewer).", topic="Ch 8, 15"),
     ],
 }

@@ -833,8 +833,7 @@ def intro_markdown() -> str:
     err = "\n".join(f"- \"{e['claim']}\": {e['correction']} (drill {e['drill']})"
                     for e in errata())
     return head + ("**The four errata** are red flags in every rubric where they apply; each "
-                   "has a graded drill in the [numbers drill](../exercises/90_numbers.ipynb):"
-                   "\n\n" + err)
+                   "has a graded drill in the numbers drill (its errata section):\n\n" + err)
 
 
 def topic_markdown(topic: str) -> str:

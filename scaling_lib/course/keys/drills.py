@@ -262,6 +262,11 @@ def speculative(p):
     return float(serving.speculative_speedup(p.alpha, p.gamma, p.draft_cost))
 
 
+def experts_touched(p):
+    """93.12: expected distinct experts B tokens read in one MoE layer (uniform routing)."""
+    return float(inference.expected_experts(p.E, p.k, p.B))
+
+
 def kv_per_gpu(p):
     """93.11: bf16 KV cache bytes per GPU of p.model tensor parallel over p.tp, p.B x p.S tokens."""
     return float(serving.kv_cache_bytes_per_device(p.model, p.tp, p.B, p.S, "bf16"))
@@ -625,3 +630,14 @@ HINTS_ALL.update({
     "93.11": ("How many kv heads are there to split?",
               "the cache over tp while tp divides K; beyond K, copies of each kv head"),
 })
+WRONG_METHODS_ALL["93.12"] = {
+    "k·B, as if no two tokens shared an expert": (
+        lambda p: float(min(p.k * p.B, p.E)),
+        "tokens pick experts independently, so they collide: an expert is missed by all B "
+        "tokens with probability (1 - k/E)^B"),
+    "k, the batch-1 answer": (
+        lambda p: float(p.k),
+        "each of the B tokens picks its own k experts: more tokens touch more experts"),
+}
+HINTS_ALL["93.12"] = ("What is the chance that one expert is missed by every token?",
+                      "E times the probability an expert is touched at least once")
