@@ -143,7 +143,7 @@ BY_HAND = {
     "93.9": lambda p: math.sqrt(2 * p.ckpt_s * p.mtbf_hours * 3600 / p.n),
     "93.10": lambda p: sum(p.alpha ** i for i in range(p.gamma + 1)) / (1 + p.gamma * p.draft_cost),
     "93.11": lambda p: _kv(p.model, p.B, p.S) / min(p.tp, _cfg(p.model).K),
-    "93.12": lambda p: p.E - sum(p.E * (1 - p.k / p.E) ** p.B for _ in range(1)),
+    "93.12": lambda p: p.E - p.E * (1 - p.k / p.E) ** p.B,  # E minus the experts no token picks
 }
 # Keys that read a datasheet field (no second path exists), or that a chapter's answer key owns
 # and tests (92.1: transformer.mfu with attention FLOPs, tests/test_transformer.py; 93.3: the
