@@ -305,18 +305,26 @@ QUESTIONS: dict[str, list[Question]] = {
            "(hw.get(p.accelerator).peak_flops_per_s('bf16') * p.mfu * p.days * 86400)",
            "chips", worked="Dense peak only; a real plan rounds up to the parallelism's shape.",
            topic="Ch 7"),
-        _q("93.7", "Write it: decode step", "Write the roofline decode-step time of a bf16 model of "
-           "n_params parameters at batch B (KV cache left out).", "decode_step_reference",
-           solution="return max(2 * n_params * B / flops_per_s, 2 * n_params / bytes_per_s)",
-           signature="def decode_step(n_params, B, bytes_per_s, flops_per_s):",
-           cases="[(70e9, 1, 3.35e12, 989.4e12), (8e9, 512, 3.35e12, 989.4e12), (405e9, 64, 4.8e12, 989.4e12)]",
-           topic="Ch 8"),
-        _q("93.8", "Write it: MFU", "Write the MFU (6N FLOPs per token) of a model of n_params "
-           "parameters at tokens_per_s on n_devices chips of peak flops_per_s.", "mfu_reference",
-           solution="return 6 * n_params * tokens_per_s / (n_devices * flops_per_s)",
-           signature="def mfu(n_params, tokens_per_s, n_devices, flops_per_s):",
-           cases="[(70e9, 1e6, 1024, 989.4e12), (8e9, 5e5, 64, 312e12)]",
-           topic="Ch 7"),
+        _q("93.7", "Write it: goodput", "Write the share of wall-clock time a run makes progress "
+           "when it checkpoints every `interval` seconds of work, each checkpoint stalls it "
+           "`ckpt_time` seconds, failures come every `mtbf` seconds on average, and each costs "
+           "`restart_time` seconds plus the work since the last checkpoint (to first order; "
+           "never below 0).", "goodput_reference",
+           solution="lost = ckpt_time / interval + (restart_time + interval / 2) / mtbf\n"
+           "return max(0.0, 1 - lost)",
+           signature="def goodput(interval, ckpt_time, mtbf, restart_time):",
+           cases="[(1138.0, 60.0, 10800.0, 600.0), (250.0, 3.0, 11000.0, 0.0), "
+           "(3600.0, 600.0, 3600.0, 1200.0), (600.0, 10.0, 36000.0, 300.0)]",
+           topic="Reliability"),
+        _q("93.8", "Write it: prefill servers per decode server", "Disaggregated serving: a "
+           "decode server runs `batch` sequences, one token each per `decode_step` seconds, "
+           "for `gen_len` tokens each; a prefill server prepares one prompt every "
+           "`prefill_time` seconds. Write how many prefill servers each decode server needs so "
+           "that neither waits.", "pd_ratio_reference",
+           solution="return batch * prefill_time / (gen_len * decode_step)",
+           signature="def pd_ratio(prefill_time, decode_step, batch, gen_len):",
+           cases="[(0.1, 0.02, 64, 500), (0.5, 0.03, 128, 256), (2.0, 0.015, 32, 1000)]",
+           topic="Ch 21"),
         _q("93.9", "Checkpoint interval", "A job runs on n GPUs, each failing independently "
            "on average once every mtbf_hours hours; writing a checkpoint stalls training for "
            "ckpt_s seconds. Every failure costs the work since the last checkpoint. Which "

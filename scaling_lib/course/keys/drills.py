@@ -211,15 +211,16 @@ def chips_needed(p):
     return per_chip / (p.days * DAY)
 
 
-def decode_step_reference(n_params, B, bytes_per_s, flops_per_s):
-    """93.7 reference: max(2·N·B / C, 2·N / W) for a bf16 model, KV cache left out."""
-    return roofline.time_bounds(roofline.t_math(2 * n_params * B, flops_per_s),
-                                roofline.t_comms(2 * n_params, bytes_per_s))[0]
+def goodput_reference(interval, ckpt_time, mtbf, restart_time):
+    """93.7 reference: share of wall-clock time that makes progress, checkpointing every
+    ``interval`` seconds of work (first order, clipped at 0): ``reliability.goodput``."""
+    from ... import reliability
+    return reliability.goodput(interval, ckpt_time, mtbf, restart_time=restart_time)
 
 
-def mfu_reference(n_params, tokens_per_s, n_devices, flops_per_s):
-    """93.8 reference: 6·N FLOPs per token times tokens/s over the cluster's peak."""
-    return transformer.six_n_flops(n_params, tokens_per_s) / (n_devices * flops_per_s)
+def pd_ratio_reference(prefill_time, decode_step, batch, gen_len):
+    """93.8 reference: prefill servers per decode server so that neither waits."""
+    return float(serving.prefill_decode_ratio(prefill_time, decode_step, batch, gen_len))
 
 
 # ---- 90.11-90.14: the errata drills (claims heard in interviews, and their correction) -------
@@ -407,10 +408,13 @@ HINTS_ALL = {
              'divide the tokens by the time available'),
     '93.6': ('Work over what one chip delivers in the time.',
              'training FLOPs over (dense peak × MFU × seconds)'),
-    '93.7': ('Decode at small batch: math or weight reads?',
-             'the larger of the FLOPs time and the weight-read time'),
-    '93.8': ("Model FLOPs per second over the cluster's peak.",
-             'model FLOPs per token times tokens/s over chips × dense peak'),
+    '93.7': ('What does one checkpoint cost, and what does one failure cost?',
+             'per second of work: the stall per interval, plus the restart and the half '
+             'interval of lost work per mean time between failures'),
+    '93.8': ('How often does a decode server free a slot, and how often does a prefill server '
+             'fill one?',
+             'a decode server finishes a sequence every gen_len decode steps per batch slot; '
+             'balance that rate against one prefill per prefill_time'),
 }
 
 
