@@ -461,7 +461,8 @@ WRONG_METHODS_ALL["93.1"] = {
         lambda p: math.floor((transformer.n_params(p.model) * 2
                               + transformer.kv_cache_bytes(p.model, p.B, p.S))
                              / hardware.get(p.accelerator).memory_capacity_bytes),
-        "a fraction of a chip does not exist: round up"),
+        "one chip too few: round up (a fraction of a chip does not exist), and count every "
+        "weight, the input embedding too (it stays resident though a step does not read it)"),
 }
 WRONG_METHODS_ALL["93.2"]["per sequence"] = (
     lambda p: decode_tokens_per_s(p) / p.B,
