@@ -35,8 +35,6 @@ SLOW = [
      "fits the whole vTrain campaign"),
     ("tests/test_calibrate.py::test_small_runs_of_a_stack_calibrate_its_large_runs",
      "fits the whole vTrain campaign"),
-    ("tests/test_readme.py::test_readme_example_prints_what_it_shows[scaling-lib calibrate",
-     "the same fit through the command line; its flags are tested in test_calibrate"),
     # Compiled training steps on 8 simulated devices (10-30 s each): one or two layouts per
     # strategy stay in the quick gate.
     *((f"tests/test_train_step.py::{t}", "representative layouts stay in the quick gate")

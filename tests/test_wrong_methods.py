@@ -38,7 +38,9 @@ MAX_SAME = 0.9
 
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
 def test_wrong_methods_fail_and_accepted_methods_pass(path):
-    problems, _ = audit_methods(path, QUICK_SEEDS, MAX_SAME)
+    # a share of coincidences measured on 25 seeds is too noisy to judge MAX_SAME by: the
+    # every-seed test below judges it; here every method is still run and judged where it differs
+    problems, _ = audit_methods(path, QUICK_SEEDS, 1.0)
     assert not problems, "\n".join(problems)
 
 
