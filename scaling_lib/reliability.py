@@ -33,6 +33,11 @@ LLAMA3_INTERRUPTIONS = 466
 LLAMA3_UNEXPECTED_INTERRUPTIONS = 419
 LLAMA3_SNAPSHOT_DAYS = 54
 LLAMA3_EFFECTIVE_TRAINING_TIME = 0.90
+# Same section: "GPU issues are the largest category, accounting for 58.7% of all unexpected
+# issues" (faulty GPUs, HBM3, SRAM, the GPU system processor, thermal, silent data corruption);
+# the rest are software bugs, network switches and cables, host maintenance, NICs, NCCL
+# timeouts and other host parts. A per-GPU failure rate counts only this share.
+LLAMA3_GPU_SHARE_OF_UNEXPECTED = 0.587
 # Same paper, section 3.3.1: Tectonic storage sustains 2 TB/s (peaks at 7 TB/s) for checkpoints.
 LLAMA3_STORAGE_BYTES_PER_S = 2e12
 
@@ -59,7 +64,10 @@ def job_mtbf(device_mtbf, n_devices) -> float:
 
 def checkpoint_bytes(cfg, *, recipe="mixed", optimizer="adam") -> float:
     """Bytes of a full training checkpoint: every parameter with its master copy and optimizer
-    state (16 bytes per parameter for mixed precision with Adam; gradients are not saved).
+    state, the training state less its gradients (which are not saved). Mixed precision with
+    Adam holds 16 bytes per parameter in training (bf16 weights 2, bf16 gradients 2, fp32
+    master weights 4, two fp32 Adam moments 8); the checkpoint leaves out the gradients:
+    **14 bytes per parameter**, 5.68 TB for Llama 3 405B's 405.9B parameters.
 
     >>> round(checkpoint_bytes("llama3-405b") / 1e12, 2)
     5.68
@@ -98,22 +106,32 @@ def young_daly_interval(checkpoint_time, mtbf, *, higher_order=False) -> float:
     return float(base * (1 + math.sqrt(d / (2 * M)) / 3 + d / (18 * M)) - d)
 
 
-def goodput(interval, checkpoint_time, mtbf, *, restart_time=0.0) -> float:
+def goodput(interval, checkpoint_time, mtbf, *, restart_time=0.0, exact=False) -> float:
     """Share of wall-clock time that makes progress, checkpointing every ``interval`` s of work.
 
-    1 - δ/τ - (R + τ/2)/M to first order, clipped at 0 (τ interval, δ checkpoint time, R restart
-    time, M the job's MTBF).
+    First order (Young 1974): 1 - δ/τ - (R + τ/2)/M, clipped at 0 (τ interval, δ checkpoint
+    time, R restart time, M the job's MTBF). It adds the costs as if they were small against
+    M, so it reaches 0 at a finite τ (or R), where the true goodput is still positive.
+    ``exact=True`` takes failures as a Poisson process (exponential times between them, Daly
+    2006): a segment of τ + δ seconds succeeds with probability e^(-(τ+δ)/M), and the
+    expected wall time to complete one is (M + R)(e^((τ+δ)/M) - 1), so the goodput is
+    τ / ((M + R)(e^((τ+δ)/M) - 1)): it approaches 0 but never reaches it.
 
     >>> round(goodput(1138.0, 60.0, 3 * 3600, restart_time=600.0), 3)
     0.839
+    >>> round(goodput(1138.0, 60.0, 3 * 3600, restart_time=600.0, exact=True), 3)
+    0.851
     """
     t = check_positive("interval", interval)
     d = check_positive("checkpoint_time", checkpoint_time, allow_zero=True)
     M = check_positive("mtbf", mtbf)
     R = check_positive("restart_time", restart_time, allow_zero=True)
+    if exact:
+        return float(t / ((M + R) * math.expm1((t + d) / M)))
     return float(max(0.0, 1 - d / t - (R + t / 2) / M))
 
 
-__all__ = ["LLAMA3_INTERRUPTIONS", "LLAMA3_SNAPSHOT_DAYS", "LLAMA3_STORAGE_BYTES_PER_S",
+__all__ = ["LLAMA3_GPU_SHARE_OF_UNEXPECTED", "LLAMA3_INTERRUPTIONS", "LLAMA3_SNAPSHOT_DAYS",
+           "LLAMA3_STORAGE_BYTES_PER_S",
            "checkpoint_bytes", "checkpoint_time", "goodput", "job_mtbf", "mtbf",
            "young_daly_interval"]

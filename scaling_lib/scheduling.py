@@ -22,6 +22,12 @@ buys the most work; one that does not leaves throughput on the table.
     out the remaining GPUs greedily, each time to the (job, larger allocation) with the highest
     marginal model FLOP/s per added GPU. A running job is only grown when the time it saves
     exceeds the re-plan cost.
+  * ``"srpt"``: curve-blind preemptive shortest-remaining-processing-time first. Whenever a job
+    arrives or finishes, the jobs present are ranked by remaining model FLOPs (fewest first) and
+    each in turn gets the largest allocation it can run on that fits in the free GPUs (the whole
+    cluster for the first, when it can use it); the others wait, preempted if they were running.
+    It reads the curves only to know which sizes a job fits on, never their shape: the baseline
+    that shows how much of the guided scheduler's gain is remaining-work weighting alone.
 
   Changing a running job's allocation costs ``replan_cost`` seconds (checkpoint, restart,
   re-shard) during which it holds its new GPUs and makes no progress; a job's first start is free.
@@ -44,7 +50,7 @@ import numpy as np
 from . import hardware, models, transformer
 from .units import MAX_DEVICES, _brief, check_choice, check_int, check_positive
 
-SCHEDULERS = ("fcfs", "proportional", "guided")
+SCHEDULERS = ("fcfs", "proportional", "guided", "srpt")
 OBJECTIVES = ("completion", "throughput")
 REPLAN_COST = 600.0  # s: save a checkpoint, restart on new GPUs, re-shard (an assumption; vary it)
 _DONE = 1e-9  # a job whose remaining tokens fall below this fraction of its budget has finished
@@ -341,6 +347,19 @@ def _proportional(jobs, curves, n_gpus, *_, **__):
     return alloc
 
 
+def _srpt(jobs, curves, n_gpus, current, remaining, *_, **__):
+    """Fewest remaining model FLOPs first, each the largest feasible allocation that fits."""
+    alloc, free = {}, n_gpus
+    order = sorted(jobs, key=lambda j: remaining[j.name] * curves[j.name].flops_per_token)
+    for j in order:
+        c = curves[j.name]
+        fit = c.sizes[(c.sizes <= free) & (c.tokens_per_s > 0)]
+        if fit.size:
+            alloc[j.name] = int(fit[-1])
+            free -= int(fit[-1])
+    return alloc
+
+
 def grant_values(curves: dict, alloc: dict, free, weights: dict | None = None) -> dict:
     """For each job of ``alloc``: (the most added model FLOP/s per added GPU over its grants that
     fit in ``free`` GPUs, the size that gives it); (0.0, None) when no grant adds throughput.
@@ -466,7 +485,7 @@ def _guided(jobs, curves, n_gpus, current, remaining, replan_cost, objective="co
     return candidates[int(np.argmin(scores))]
 
 
-_POLICIES = {"fcfs": _fcfs, "proportional": _proportional, "guided": _guided}
+_POLICIES = {"fcfs": _fcfs, "proportional": _proportional, "guided": _guided, "srpt": _srpt}
 
 
 def _play(jobs, curves, n_gpus, policy, replan_cost, objective, *, t, state, first=None):

@@ -74,7 +74,7 @@ def test_planner_rules_and_estimate_agree_on_every_plan(cfg, n, B, T):
 def test_megatron_refuses_what_the_planner_drops():
     """Chunks must split the layers: GPT-3's 96 layers on 8 stages of 8 chunks do not."""
     bad = ParallelPlan(dp=8, pp=8, virtual_stages=8, schedule="interleaved")
-    assert rules.broken("gpt3-175b", bad, 64, 2048) == ["pp_split"]
+    assert rules.broken("gpt3-175b", bad, 64, 2048) == ["pp_virtual"]  # 12 layers, 8 chunks
     assert rules.broken("gpt3-175b", bad.with_changes(virtual_stages=6), 64, 2048) == []
     meta = ParallelPlan(dp=1, tp=8, pp=16, pp_layout="light_ends")  # 7 + 14 x 8 + 7 layers
     assert rules.broken("llama3-405b", meta, 16, 8192) == []

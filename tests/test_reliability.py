@@ -40,3 +40,12 @@ def test_llama3_snapshot():
 def test_bad_input_raises_value_error(fn, args):
     with pytest.raises(ValueError):
         fn(*args)
+
+
+def test_exact_goodput_stays_positive_where_the_first_order_one_reaches_zero():
+    """Daly 2006: with Poisson failures the goodput tends to 0 but never reaches it."""
+    M, d = 3 * 3600.0, 60.0
+    assert rel.goodput(4 * M, d, M) == 0.0
+    assert 0 < rel.goodput(4 * M, d, M, exact=True) < 0.2
+    small = rel.goodput(300.0, 5.0, 100 * M, exact=True)  # short intervals: the two agree
+    assert small == pytest.approx(rel.goodput(300.0, 5.0, 100 * M), rel=1e-3)

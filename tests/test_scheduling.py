@@ -79,7 +79,21 @@ def test_the_proportional_rule_gives_a_lone_job_everything_even_past_its_best():
     assert {x.gpus for x in s.segments} == {N}
 
 
-def test_guided_is_not_worse_than_the_baselines():
+def test_srpt_gives_the_cluster_to_the_job_with_the_least_work_left():
+    c = curve(3000, 256, 8)
+    big = sch.Job("big", "llama3-8b", 1e11)
+    small = sch.Job("small", "llama3-8b", 1e9, arrival=10.0)
+    s = sch.simulate([big, small], {"big": c, "small": c}, N, "srpt", replan_cost=60.0)
+    first_small = min((x for x in s.segments if x.job == "small"), key=lambda x: x.start)
+    assert first_small.start == pytest.approx(10.0) and first_small.gpus == N
+    # the big job is preempted while the small one runs, then restarts (one re-plan)
+    assert not any(x.job == "big" and x.start < s.completion["small"] and x.end > 10.0
+                   for x in s.segments)
+    assert s.replans == 1
+    assert s.completion["small"] == pytest.approx(10.0 + 1e9 / c.throughput(N))
+
+
+def test_guided_finishes_the_average_job_no_later_than_fcfs_or_proportional():
     jobs, curves = workload()
     out = sch.compare(jobs, curves, N)
     g = out["guided"]

@@ -32,7 +32,8 @@ def test_curves_come_from_the_planner_and_bend(workload):
 
 
 @pytest.mark.parametrize("replan_min", [0, 10, 60, 720])
-def test_guided_is_never_worse_than_the_baselines_on_the_chapter_workload(workload, replan_min):
+def test_guided_average_completion_beats_fcfs_and_proportional_on_the_chapter_workload(
+        workload, replan_min):
     jobs, curves = workload
     out = sch.compare(jobs, curves, N, replan_cost=replan_min * 60)
     g = out["guided"].average_completion

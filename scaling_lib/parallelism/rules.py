@@ -12,9 +12,15 @@ What frameworks refuse, and why:
   each expert's F_e); it divides the K kv heads, or is a multiple of K (each kv head is then
   replicated on tp/K ranks, as Megatron-LM does). The vocabulary never refuses a tp:
   Megatron-LM pads V to a multiple of 128·tp (``--make-vocab-size-divisible-by``).
-- Pipeline chunks split the layers evenly (Megatron-LM: L divisible by pp, the layers of a stage
-  by the virtual stages v), or, with ``pp_layout="light_ends"``, L + 2 divisible by pp·v (the
-  embedding and the loss counted as a layer each); every chunk holds at least one layer.
+- Pipeline stages split the layers evenly (Megatron-LM: L divisible by pp), or, with
+  ``pp_layout="light_ends"``, L + 2 of them (the embedding and the loss counted as a layer each);
+  every chunk holds at least one layer.
+- The interleaved schedule cuts each stage's layers into v equal model chunks: the layers per
+  stage must be divisible by v (rule pp_virtual). Megatron-LM refuses anything else: its
+  ``validate_args`` (megatron/training/arguments.py) asserts "number of layers per pipeline stage
+  must be divisible number of layers per virtual pipeline stage" and derives v from
+  ``--num-layers-per-virtual-pipeline-stage``; so GPT-3's 96 layers on 8 stages (12 per stage)
+  take v in {1, 2, 3, 4, 6, 12}, never 8.
 - The interleaved schedule takes micro-batches in groups of pp (Megatron-LM's
   ``microbatch_group_size_per_vp_stage``, default pp): m is a multiple of pp. 1F1B and GPipe
   run any m >= 1 (with m < p the bubble is large, but the schedule runs).
@@ -58,8 +64,10 @@ _TABLE = (
                     "replicated on tp/K ranks, as Megatron-LM does)"),
     ("tp_ffn", "tp must divide the MLP width F and each expert's width F_e (column splits)"),
     ("pp_layers", "pp · virtual_stages must not exceed the L layers (each chunk needs a layer)"),
-    ("pp_split", "the layers must split evenly over the pp · virtual_stages chunks (Megatron-LM), "
+    ("pp_split", "the layers must split evenly over the pp stages (Megatron-LM), "
                  "or L + 2 of them with pp_layout='light_ends'"),
+    ("pp_virtual", "the layers of a stage must split evenly into its virtual_stages chunks "
+                   "(Megatron-LM asserts layers per stage divisible by layers per virtual stage)"),
     ("interleaved_m", "the interleaved schedule needs the micro-batches per step to be a "
                       "multiple of pp (Megatron-LM takes them in groups of pp)"),
     ("cp_seq", "context parallelism needs T divisible by 2·cp (load-balanced causal chunks)"),
@@ -73,7 +81,7 @@ _TABLE = (
                  "defeats its per-micro-batch gradient sharding); use ZeRO-1, or ZeRO-3 (FSDP, "
                  "as torchtitan and Llama 3 run it with stages)"),
 )
-FRAMEWORK_RULES = ("pp_layers", "pp_split", "interleaved_m", "zero2_pp")
+FRAMEWORK_RULES = ("pp_layers", "pp_split", "pp_virtual", "interleaved_m", "zero2_pp")
 RULES = tuple(Rule(name, msg, 1 << i, "framework" if name in FRAMEWORK_RULES else "shape")
               for i, (name, msg) in enumerate(_TABLE))
 BY_NAME = {r.name: r for r in RULES}
@@ -154,9 +162,12 @@ def check_arrays(cfg, plans: dict, global_batch, T) -> np.ndarray:
         "tp_kv_heads": (c.K % tp != 0) & (tp % c.K != 0),
         "tp_ffn": (c.F % tp != 0) | (c.F_e % tp != 0),
         "pp_layers": chunks > c.L,
-        "pp_split": (pp > 1) & np.where(light, ((c.L + 2) % chunks != 0) | (pp < 3)
-                                        | ((c.L + 2) // np.maximum(chunks, 1) < 2),
-                                        c.L % chunks != 0),
+        "pp_split": (pp > 1) & np.where(light, ((c.L + 2) % pp != 0) | (pp < 3)
+                                        | ((c.L + 2) // np.maximum(pp, 1) < 2),
+                                        c.L % pp != 0),
+        "pp_virtual": (pp > 1) & (v > 1) & np.where(
+            light, ((c.L + 2) % chunks != 0) | ((c.L + 2) // np.maximum(chunks, 1) < 2),
+            c.L % chunks != 0),
         "interleaved_m": (sched == "interleaved") & (pp > 1) & (m % pp != 0),
         "cp_seq": (cp > 1) & (T % (2 * cp) != 0),
         "cp_heads": (variant == "ulysses") & (cp > 1)
@@ -203,8 +214,8 @@ def broken(cfg, plan: ParallelPlan, global_batch, T) -> list[str]:
     """Names of the rules ``plan`` breaks (empty when it runs).
 
     >>> broken("gpt3-175b", ParallelPlan(pp=8, virtual_stages=8, schedule="interleaved",
-    ...                                  dp=8), 64, 2048)
-    ['pp_split']
+    ...                                  dp=8), 64, 2048)  # 12 layers per stage, 8 chunks
+    ['pp_virtual']
     """
     B, T = _one_count("global_batch", global_batch), _one_count("T", T)
     return names(int(check_arrays(cfg, plan_columns([plan]), B, T)[0]))
@@ -219,6 +230,11 @@ def _detail(c, plan, B, T, name) -> str:
         ok = [q for q in range(1, c.L + 1) if c.L % (q * p.virtual_stages) == 0]
         return (f"pp={p.pp}, virtual_stages={p.virtual_stages}, L={c.L}, "
                 f"pp_layout={p.pp_layout!r}; even splits: pp in {ok}")
+    if name == "pp_virtual":
+        per = (c.L + 2 if p.pp_layout == "light_ends" else c.L) / p.pp
+        ok = [q for q in range(1, int(per) + 1) if per == int(per) and int(per) % q == 0]
+        return (f"pp={p.pp}, L={c.L}, pp_layout={p.pp_layout!r}: {per:g} layers per stage; "
+                f"choose virtual_stages in {ok}")
     if name == "interleaved_m":
         return f"m = {B} / (dp·micro_batch) = {B // (p.dp * p.micro_batch)}, pp={p.pp}"
     if name in ("cp_seq", "cp_heads", "sp_seq"):
