@@ -16,9 +16,17 @@ def sampling_latency_lower_bound(p):
     return inference.weight_read_time(p.n_params, p.accelerator, p.n_chips)
 
 
-def pod_flops_per_s(p):
-    """Ex 3.2: bf16 dense peak of the whole pod p.pod."""
-    return hardware.get_cluster(p.pod).peak_flops_per_s
+def dcn_critical_tokens(p, *, grad_bytes=2.0, flops_per_token=4.0, share=None):
+    """Ex 3.2: tokens per chip per step above which the DCN all-reduce of the gradients across
+    p.k slices of p.m chips of p.accelerator hides under the backward pass (4 FLOPs per parameter
+    per token). After the in-slice reduce-scatter each chip holds 1/m of the bf16 gradients and
+    all-reduces that over DCN (collectives.collective_bytes). The keyword arguments exist for the
+    listed mistakes."""
+    from ... import collectives
+    share = 1.0 / p.m if share is None else share
+    sent = collectives.collective_bytes("all-reduce", grad_bytes * share, p.k).sent_bytes
+    dcn = hardware.cluster(p.accelerator, 2).inter_node.bytes_per_s
+    return sent / dcn * hardware.get(p.accelerator).peak_flops_per_s("bf16") / flops_per_token
 
 
 def systolic_tile_clocks(p):
@@ -80,10 +88,6 @@ def _acc(p):
     return hardware.get(p.accelerator)
 
 
-def _pod(p):
-    return hardware.get_cluster(p.pod)
-
-
 def _pad_one(dim, size):
     return hardware.padding_efficiency(dim, size)
 
@@ -96,11 +100,12 @@ WRONG_METHODS = {
             lambda p: 2 * p.n_params / _acc(p).hbm_bytes_per_s,
     },
     "3.2": {
-        "int8 peak instead of bf16":
-            lambda p: _pod(p).n_devices * _pod(p).accelerator.peak_flops_per_s("int8"),
-        "peak per chip x TensorCores (the peak is already per chip)":
-            lambda p: _pod(p).n_devices * _pod(p).accelerator.internals.tensorcores
-            * _pod(p).accelerator.peak_flops_per_s("bf16"),
+        "no in-slice reduce-scatter (the whole gradient over DCN)":
+            lambda p: dcn_critical_tokens(p, share=1.0),
+        "the whole step's 6 FLOPs per parameter instead of the backward's 4":
+            lambda p: dcn_critical_tokens(p, flops_per_token=6.0),
+        "fp32 gradients (4 bytes) instead of bf16":
+            lambda p: dcn_critical_tokens(p, grad_bytes=4.0),
     },
     "3.3": {
         "one traversal of the grid (size - 1 clocks of fill, none of drain)":
@@ -158,8 +163,10 @@ HINTS = {
     '3.1': ('Sampling one token reads every weight once: which bandwidth limits it?',
             "split the bf16 weights among the chips and divide one chip's share by its HBM "
             'bandwidth'),
-    '3.2': ("A pod's peak is chips times the peak of one chip.",
-            "multiply the torus shape's sizes to count the chips, then by the bf16 peak per chip"),
+    '3.2': ('How many gradient bytes does each chip send over DCN, and how much compute hides them?',
+            'after the reduce-scatter a chip all-reduces 2/m bytes per parameter over k slices '
+            '(2 (k-1)/k of it sent); set that time equal to 4 FLOPs per parameter per token at '
+            'the peak and solve for the tokens'),
     '3.3': ('When does the last row reach the far corner of the grid?',
             'row r reaches cell (k, j) at clock r + k + j: take the last row and the corner '
             'cell, then count clocks from 0'),
@@ -210,9 +217,13 @@ with_messages(WRONG_METHODS, {
     "3.1": {"1 byte per parameter (bf16 is 2)": "a bf16 weight is 2 bytes",
             "all weights on one chip (not divided among the chips)":
             "each chip reads only its share of the weights"},
-    "3.2": {"int8 peak instead of bf16": "the question asks for the bf16 peak",
-            "peak per chip x TensorCores (the peak is already per chip)":
-            "the datasheet's peak is already per chip"},
+    "3.2": {"no in-slice reduce-scatter (the whole gradient over DCN)":
+            "the slice reduce-scatters over ICI first: each chip sends only its 1/m over DCN",
+            "the whole step's 6 FLOPs per parameter instead of the backward's 4":
+            "only the backward pass (4 FLOPs per parameter per token) runs while the gradients "
+            "are reduced",
+            "fp32 gradients (4 bytes) instead of bf16":
+            "the gradients are reduced in bf16, 2 bytes each"},
     "3.3": {"one traversal of the grid (size - 1 clocks of fill, none of drain)":
             "a row must cross the grid both ways: right along its row and down its column, "
             "2 (size - 1) cells in all",
