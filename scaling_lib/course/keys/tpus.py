@@ -39,7 +39,8 @@ def pcie_critical_batch(p):
     p.gen x16 hide under the weight matmuls' compute on p.accelerator: I = B FLOPs per byte
     against C / W_pcie."""
     from ... import collectives
-    return hardware.get(p.accelerator).peak_flops_per_s("bf16") / collectives.pcie_bytes_per_s(p.gen, 16)
+    pcie = collectives.pcie_bytes_per_s(p.gen, 16)
+    return hardware.get(p.accelerator).peak_flops_per_s("bf16") / pcie
 
 
 def slice_max_hops(p):
@@ -163,7 +164,7 @@ HINTS = {
     '3.1': ('Sampling one token reads every weight once: which bandwidth limits it?',
             "split the bf16 weights among the chips and divide one chip's share by its HBM "
             'bandwidth'),
-    '3.2': ('How many gradient bytes does each chip send over DCN, and how much compute hides them?',
+    '3.2': ('How many gradient bytes does each chip send over DCN, and what compute hides them?',
             'after the reduce-scatter a chip all-reduces 2/m bytes per parameter over k slices '
             '(2 (k-1)/k of it sent); set that time equal to 4 FLOPs per parameter per token at '
             'the peak and solve for the tokens'),
