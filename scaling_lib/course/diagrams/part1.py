@@ -19,7 +19,7 @@ from ...units import fmt_bytes, fmt_bytes_per_s, fmt_flops_per_s, fmt_seconds
 from ._style import (LINE, PALETTE, TEXT, arrow, box, canvas, label, legend, new_axes, set_alt,
                      shard_colour)
 
-#: The operations :func:`roofline_ridge` marks by default: (label, intensity as a function of dtype).
+#: The operations :func:`roofline_ridge` marks by default: (label, intensity of the dtype).
 _DEFAULT_OPS = (
     ("residual add (x + y)", lambda dtype: rl.elementwise_intensity(2, 1, dtype)),
     ("matmul, 64 tokens", lambda dtype: float(rl.matmul_intensity(64, 8192, 8192, dtype))),
@@ -142,8 +142,8 @@ def vpu_layout(name="tpu-v5e", *, ax=None):
     canvas(ax, (-0.3, 20.3), (-0.9, 9.0), f"one {acc.name} TensorCore ({t.tensorcores} per chip)",
            equal=False)
     vmem = fmt_bytes(t.vmem_bytes, binary=True) if np.isfinite(t.vmem_bytes) else "size unpublished"
-    box(ax, 0, 0.2, 2.6, 7.6, f"HBM\n{fmt_bytes(acc.hbm_bytes)}\n{fmt_bytes_per_s(acc.hbm_bytes_per_s)}",
-        fill=PALETTE["other"], fontsize=8)
+    hbm = f"HBM\n{fmt_bytes(acc.hbm_bytes)}\n{fmt_bytes_per_s(acc.hbm_bytes_per_s)}"
+    box(ax, 0, 0.2, 2.6, 7.6, hbm, fill=PALETTE["other"], fontsize=8)
     box(ax, 3.6, 0.2, 2.6, 7.6, f"VMEM\n{vmem}", fill=PALETTE["accent"], fontsize=8)
     arrow(ax, (2.6, 4.0), (3.6, 4.0), both=True, colour=TEXT)
     box(ax, 7.2, 0.2, 3.0, 7.6, "", fill="white")
@@ -165,13 +165,15 @@ def vpu_layout(name="tpu-v5e", *, ax=None):
         ax.plot([x0, x0 + w], [y0 + h * r / S] * 2, color=LINE, lw=0.3)
     for c in range(1, L):
         ax.plot([x0 + w * c / L] * 2, [y0, y0 + h], color=LINE, lw=0.15)
-    label(ax, x0 + w / 2, y0 + h + 0.35, f"one VREG, enlarged: {S} sublanes x {L} lanes", fontsize=8)
-    label(ax, x0 + w / 2, y0 - 0.35, f"{S * L:,} 32-bit words = {fmt_bytes(S * L * 4, binary=True)}",
-          fontsize=7)
+    label(ax, x0 + w / 2, y0 + h + 0.35, f"one VREG, enlarged: {S} sublanes x {L} lanes",
+          fontsize=8)
+    words = f"{S * L:,} 32-bit words = {fmt_bytes(S * L * 4, binary=True)}"
+    label(ax, x0 + w / 2, y0 - 0.35, words, fontsize=7)
     label(ax, x0 + w / 2, 0.9, f"VREG 2 = VREG 0 + VREG 1:\none VPU instruction, {S * L:,} adds",
           fontsize=7)
-    set_alt(ax, f"One {acc.name} TensorCore drawn as a pipeline: HBM ({fmt_bytes(acc.hbm_bytes)} at "
-            f"{fmt_bytes_per_s(acc.hbm_bytes_per_s)}) to VMEM ({vmem}) to vector registers, "
+    set_alt(ax, f"One {acc.name} TensorCore drawn as a pipeline: HBM "
+            f"({fmt_bytes(acc.hbm_bytes)} at {fmt_bytes_per_s(acc.hbm_bytes_per_s)}) to VMEM "
+            f"({vmem}) to vector registers, "
             f"which feed {t.mxus_per_core} MXUs of {t.mxu_size} x {t.mxu_size} for matmuls and the "
             f"VPU for elementwise work; one vector register is enlarged as a grid of {S} sublanes "
             f"by {L} lanes, {S * L} 32-bit words that one VPU instruction processes together.")

@@ -23,10 +23,14 @@ def fp32_slowdown(p):
     return hardware.tensor_core_speedup(p.accelerator, hardware.training_dtype(p.accelerator))
 
 
-def disabled_sm_fraction(p):
-    """Ex 2.3: share of the full die's SMs that the product leaves disabled."""
-    g = hardware.get(p.accelerator).internals
-    return (g.n_sm_full - g.n_sm) / g.n_sm_full
+def tp_mlp_critical_width(p):
+    """Ex 2.3: smallest MLP width F for which a Megatron MLP split over p.n GPUs of one node of
+    p.accelerator hides its all-reduce: one matmul's J* (sharding.reduce_critical_dim on the
+    NVLink switch), halved because the first matmul adds as many FLOPs with no communication."""
+    from ... import sharding
+    acc = hardware.get(p.accelerator)
+    return float(sharding.reduce_critical_dim(p.n, acc.peak_flops_per_s("bf16"),
+                                              acc.link_bytes_per_s, topology="switch")) / 2
 
 
 def level_critical_intensity(p):
@@ -113,14 +117,16 @@ def _fp32_bytes_too(p):  # the memory-bound factor of 2 added to a compute-bound
     return 2 * fp32_slowdown(p)
 
 
-def _binning_over_enabled(p):  # disabled SMs over the enabled ones, not over the die
-    g = hardware.get(p.accelerator).internals
-    return (g.n_sm_full - g.n_sm) / g.n_sm
+def _tp_one_matmul(p):  # the first matmul's FLOPs forgotten
+    return 2 * tp_mlp_critical_width(p)
 
 
-def _binning_enabled_share(p):  # the share left on
-    g = hardware.get(p.accelerator).internals
-    return g.n_sm / g.n_sm_full
+def _tp_n_not_n_minus_1(p):  # n in place of n - 1
+    return tp_mlp_critical_width(p) * p.n / (p.n - 1)
+
+
+def _tp_both_directions(p):  # NVLink's both-directions figure taken as W
+    return tp_mlp_critical_width(p) / 2
 
 
 def _level_fp32(p):  # the FP32-core peak instead of the 16-bit tensor peak
@@ -177,8 +183,9 @@ WRONG_METHODS = {
             "per tensor core instead of per SM": _tc_per_tensor_core},
     "2.2": {"sparsity peak (2x dense)": _sparse(fp32_slowdown),
             "bytes factor of 2 added to a compute-bound ratio": _fp32_bytes_too},
-    "2.3": {"disabled / enabled instead of disabled / die": _binning_over_enabled,
-            "share enabled instead of disabled": _binning_enabled_share},
+    "2.3": {"only the second matmul's FLOPs (no halving)": _tp_one_matmul,
+            "n instead of n - 1": _tp_n_not_n_minus_1,
+            "NVLink's both-directions bandwidth as W": _tp_both_directions},
     "2.4": {"sparsity peak (2x dense)": _sparse(level_critical_intensity),
             "FP32 peak instead of the 16-bit tensor peak": _level_fp32},
     "2.5": {"fp32 bytes (4 per element)": _l2_fp32, "MiB read as MB": _l2_mb},
@@ -199,8 +206,9 @@ HINTS = {
             'divide the peak by the number of SMs and by the clock in Hz'),
     '2.2': ('Which units run FP32 matmuls, and how fast are they compared with the tensor cores?',
             "take the ratio of the chip's 16-bit tensor-core peak to its FP32 peak"),
-    '2.3': ('Binning disables SMs of the full die; what share is that?',
-            'compare the SMs on the die with the SMs enabled on the product'),
+    '2.3': ('Which of the two matmuls communicates, and how many FLOPs do both do per GPU?',
+            'set 4BDF/(nC) equal to the ring all-reduce time of the [B, D] output, '
+            '2 (n-1)/n x 2BD / W, and solve for F'),
     '2.4': ("The ridge at each level: peak FLOP/s over that level's bandwidth.",
             "read each level's bandwidth from internals.level(name) and divide the peak by it"),
     '2.5': ('How many bf16 elements does L2 hold, and how does a square matrix grow with n?',
@@ -256,9 +264,13 @@ with_messages(WRONG_METHODS, {
     "2.2": {"sparsity peak (2x dense)": _SPARSE,
             "bytes factor of 2 added to a compute-bound ratio":
             "a compute-bound model slows by the ratio of the peaks alone"},
-    "2.3": {"disabled / enabled instead of disabled / die":
-            "the share is of the SMs on the die, enabled or not",
-            "share enabled instead of disabled": "the question asks for the share disabled"},
+    "2.3": {"only the second matmul's FLOPs (no halving)":
+            "the first matmul runs in the same layer with no communication: its FLOPs hide the "
+            "all-reduce too",
+            "n instead of n - 1":
+            "an all-reduce moves 2 (n-1)/n of the array per GPU: (n - 1), not n",
+            "NVLink's both-directions bandwidth as W":
+            "W is one way: NVIDIA's NVLink figure counts both directions"},
     "2.4": {"sparsity peak (2x dense)": _SPARSE,
             "FP32 peak instead of the 16-bit tensor peak": "matmuls run on the 16-bit tensor cores"},
     "2.5": {"fp32 bytes (4 per element)": "a bf16 element is 2 bytes",

@@ -57,10 +57,16 @@ def cpu_reduce_scatter_result_bytes(p):
     return C.collective_bytes("reduce-scatter", V, 8).result_bytes
 
 
-def pooled_memory_slowdown(p):
-    """Ex 4.8: how many times slower a neighbour's HBM streams over NVLink than one's own HBM."""
-    acc = hardware.get(p.accelerator)
-    return acc.hbm_bytes_per_s / acc.link_bytes_per_s
+def _dgx(p):
+    return hardware.cluster(p.accelerator, 8)
+
+
+def fastest_small_all_reduce(p, algorithm=None):
+    """Ex 4.8: seconds of the fastest all-reduce of p.V bytes on the 8 GPUs of one p.accelerator
+    node, as collectives.group_time picks it (ring, one-shot, two-shot, NVLink SHARP where the
+    switch adds); ``algorithm`` forces one (for the listed mistakes)."""
+    algorithms = None if algorithm is None else (algorithm,)
+    return float(C.group_time("all-reduce", p.V, 8, 1, _dgx(p), algorithms=algorithms))
 
 
 def ring_all_gather_time(nbytes, n, bytes_per_s, latency):
@@ -169,13 +175,11 @@ WRONG_METHODS = {
             lambda p: p.R * p.C * 4,
     },
     "4.8": {
-        "NVLink's both-ways figure (datasheet 900 GB/s on H100)":
-            lambda p: hardware.get(p.accelerator).hbm_bytes_per_s
-            / (2 * hardware.get(p.accelerator).link_bytes_per_s),
-        "one NVLink link instead of all of them":
-            lambda p: hardware.get(p.accelerator).hbm_bytes_per_s
-            / (hardware.get(p.accelerator).link_bytes_per_s
-               / hardware.get(p.accelerator).n_links),
+        "the ring (2(n-1) steps) for a small message":
+            lambda p: fastest_small_all_reduce(p, "ring"),
+        "latency only (the bytes forgotten)":
+            lambda p: min(C.algorithm_terms("all-reduce", 8, a)[0] for a in ("one_shot", "nvls"))
+            * _dgx(p).intra_node.latency,
     },
     "4.12": {
         "one ring through one NIC per server (the whole 2V through one NIC)":
@@ -215,8 +219,9 @@ HINTS = {
     '4.7': ('What is left on each device after a reduce-scatter, and in which dtype does '
             'XLA:CPU move it?',
             'each device keeps 1/n of the array; on CPU a bf16 collective runs in f32'),
-    '4.8': ("Compare the bandwidth of local memory with the link to a neighbour's.",
-            'divide HBM bandwidth by the one-way NVLink bandwidth (the datasheet counts both ways)'),
+    '4.8': ('For each algorithm, which term is larger at this size, the steps or the bytes?',
+            'compute s alpha + b V / W for every algorithm printed (NVLink SHARP only where the '
+            'switch adds) and keep the smallest'),
     '4.9': ('Each step forwards one block and pays one latency.',
             'multiply the number of steps by the time of one step: latency plus a block over '
             'the bandwidth'),
@@ -295,9 +300,11 @@ with_messages(WRONG_METHODS, {
     "4.7": {"bf16 kept at 2 bytes (XLA:CPU widens it to f32)": "XLA:CPU moves bf16 as f32",
             "operand bytes (the whole array) instead of the result":
             "a reduce-scatter's result is 1/n of the array"},
-    "4.8": {"NVLink's both-ways figure (datasheet 900 GB/s on H100)":
-            "the datasheet's 900 GB/s counts both directions: 450 GB/s each way",
-            "one NVLink link instead of all of them": "a GPU uses all its NVLink links together"},
+    "4.8": {"the ring (2(n-1) steps) for a small message":
+            "that is the ring: for a small message its 2(n - 1) steps dominate; libraries pick "
+            "an algorithm with fewer steps",
+            "latency only (the bytes forgotten)":
+            "the bytes term b V / W still counts: add it to the steps' latency"},
     "4.12": {"one ring through one NIC per server (the whole 2V through one NIC)":
              "NCCL runs one ring per NIC: each carries 1/8 of the array",
              "NVLink and NIC times added instead of overlapped":

@@ -16,19 +16,31 @@ def sampling_latency_lower_bound(p):
     return inference.weight_read_time(p.n_params, p.accelerator, p.n_chips)
 
 
-def pod_flops_per_s(p):
-    """Ex 3.2: bf16 dense peak of the whole pod p.pod."""
-    return hardware.get_cluster(p.pod).peak_flops_per_s
+def dcn_critical_tokens(p, *, grad_bytes=2.0, flops_per_token=4.0, share=None):
+    """Ex 3.2: tokens per chip per step above which the DCN all-reduce of the gradients across
+    p.k slices of p.m chips of p.accelerator hides under the backward pass (4 FLOPs per parameter
+    per token). After the in-slice reduce-scatter each chip holds 1/m of the bf16 gradients and
+    all-reduces that over DCN (collectives.collective_bytes). The keyword arguments exist for the
+    listed mistakes."""
+    from ... import collectives
+    share = 1.0 / p.m if share is None else share
+    sent = collectives.collective_bytes("all-reduce", grad_bytes * share, p.k).sent_bytes
+    dcn = hardware.cluster(p.accelerator, 2).inter_node.bytes_per_s
+    return sent / dcn * hardware.get(p.accelerator).peak_flops_per_s("bf16") / flops_per_token
 
 
-def pod_hbm_bytes(p):
-    """Ex 3.3: HBM of the whole pod p.pod."""
-    return hardware.get_cluster(p.pod).hbm_bytes
+def systolic_tile_clocks(p):
+    """Ex 3.3: clocks for p.n_rows rows to stream through one MXU of p.accelerator."""
+    return hardware.systolic_clocks(p.n_rows, hardware.get(p.accelerator).internals.mxu_size)
 
 
-def pod_hosts(p):
-    """Ex 3.4: CPU hosts in the pod p.pod."""
-    return hardware.get_cluster(p.pod).n_hosts
+def pcie_critical_batch(p):
+    """Ex 3.4: tokens per step above which bf16 weights streamed from the host over PCIe gen
+    p.gen x16 hide under the weight matmuls' compute on p.accelerator: I = B FLOPs per byte
+    against C / W_pcie."""
+    from ... import collectives
+    pcie = collectives.pcie_bytes_per_s(p.gen, 16)
+    return hardware.get(p.accelerator).peak_flops_per_s("bf16") / pcie
 
 
 def slice_max_hops(p):
@@ -77,10 +89,6 @@ def _acc(p):
     return hardware.get(p.accelerator)
 
 
-def _pod(p):
-    return hardware.get_cluster(p.pod)
-
-
 def _pad_one(dim, size):
     return hardware.padding_efficiency(dim, size)
 
@@ -93,23 +101,26 @@ WRONG_METHODS = {
             lambda p: 2 * p.n_params / _acc(p).hbm_bytes_per_s,
     },
     "3.2": {
-        "int8 peak instead of bf16":
-            lambda p: _pod(p).n_devices * _pod(p).accelerator.peak_flops_per_s("int8"),
-        "peak per chip x TensorCores (the peak is already per chip)":
-            lambda p: _pod(p).n_devices * _pod(p).accelerator.internals.tensorcores
-            * _pod(p).accelerator.peak_flops_per_s("bf16"),
+        "no in-slice reduce-scatter (the whole gradient over DCN)":
+            lambda p: dcn_critical_tokens(p, share=1.0),
+        "the whole step's 6 FLOPs per parameter instead of the backward's 4":
+            lambda p: dcn_critical_tokens(p, flops_per_token=6.0),
+        "fp32 gradients (4 bytes) instead of bf16":
+            lambda p: dcn_critical_tokens(p, grad_bytes=4.0),
     },
     "3.3": {
-        "GiB vs GB (the other unit than the datasheet's)":
-            lambda p: _pod(p).n_devices * (
-                32e9 if p.pod == "tpu-v4-pod" else _pod(p).accelerator.hbm_bytes * 2**30 / 1e9),
+        "one traversal of the grid (size - 1 clocks of fill, none of drain)":
+            lambda p: p.n_rows + _acc(p).internals.mxu_size - 1,
+        "no fill or drain (one clock per row)":
+            lambda p: p.n_rows,
     },
     "3.4": {
-        "8 chips per host for every generation":
-            lambda p: _pod(p).n_devices // 8,
-        "TensorCores / chips per host":
-            lambda p: _pod(p).n_devices * _pod(p).accelerator.internals.tensorcores
-            // _pod(p).accelerator.internals.chips_per_host,
+        "GT/s taken as bytes/s (the 8 bits of a byte forgotten)":
+            lambda p: pcie_critical_batch(p) / 8,
+        "HBM's ridge instead of the PCIe link's":
+            lambda p: _acc(p).critical_intensity("bf16"),
+        "one byte per weight (bf16 is 2): I = 2B taken":
+            lambda p: pcie_critical_batch(p) / 2,
     },
     "3.5": {
         "wraparound on every axis":
@@ -153,12 +164,16 @@ HINTS = {
     '3.1': ('Sampling one token reads every weight once: which bandwidth limits it?',
             "split the bf16 weights among the chips and divide one chip's share by its HBM "
             'bandwidth'),
-    '3.2': ("A pod's peak is chips times the peak of one chip.",
-            "multiply the torus shape's sizes to count the chips, then by the bf16 peak per chip"),
-    '3.3': ('Chips times HBM per chip, but in which unit is the HBM given?',
-            "count the chips, multiply by HBM per chip in bytes (v4's 32 GiB is binary)"),
-    '3.4': ('How many chips does one host drive?',
-            "divide the pod's chips by internals.chips_per_host"),
+    '3.2': ('How many gradient bytes does each chip send over DCN, and what compute hides them?',
+            'after the reduce-scatter a chip all-reduces 2/m bytes per parameter over k slices '
+            '(2 (k-1)/k of it sent); set that time equal to 4 FLOPs per parameter per token at '
+            'the peak and solve for the tokens'),
+    '3.3': ('When does the last row reach the far corner of the grid?',
+            'row r reaches cell (k, j) at clock r + k + j: take the last row and the corner '
+            'cell, then count clocks from 0'),
+    '3.4': ('How many FLOPs does each streamed byte of weight buy, and what does the link need?',
+            "a bf16 weight matmul does about B FLOPs per weight byte; compare it with the chip's "
+            'peak over the PCIe bandwidth (lanes x rate x 128/130, in bits)'),
     '3.5': ('Count hops axis by axis: does the axis wrap around?',
             'on each axis the farthest chip is half the ring away with wraparound, the whole '
             'line without; v5e wraps only its axes of 16; add the axes'),
@@ -182,9 +197,6 @@ HINTS = {
 
 # ---- More listed mistakes, each with what the student reads (issue 21).
 
-WRONG_METHODS["3.3"]["a number of GiB, not bytes"] = (
-    lambda p: pod_hbm_bytes(p) / 2**30,
-    "that is the pod's HBM counted in GiB: the answer is in bytes")
 WRONG_METHODS["3.10"] = {
     "every axis a line (no wraparound)": (
         lambda shape, wrap: sum(a - 1 for a in shape) + 0 * len(wrap),
@@ -206,13 +218,25 @@ with_messages(WRONG_METHODS, {
     "3.1": {"1 byte per parameter (bf16 is 2)": "a bf16 weight is 2 bytes",
             "all weights on one chip (not divided among the chips)":
             "each chip reads only its share of the weights"},
-    "3.2": {"int8 peak instead of bf16": "the question asks for the bf16 peak",
-            "peak per chip x TensorCores (the peak is already per chip)":
-            "the datasheet's peak is already per chip"},
-    "3.3": {"GiB vs GB (the other unit than the datasheet's)":
-            "use the unit the datasheet gives: v4's 32 GiB is binary, the others' GB decimal"},
-    "3.4": {"8 chips per host for every generation": "chips per host differ by generation",
-            "TensorCores / chips per host": "divide the pod's chips by the chips per host"},
+    "3.2": {"no in-slice reduce-scatter (the whole gradient over DCN)":
+            "the slice reduce-scatters over ICI first: each chip sends only its 1/m over DCN",
+            "the whole step's 6 FLOPs per parameter instead of the backward's 4":
+            "only the backward pass (4 FLOPs per parameter per token) runs while the gradients "
+            "are reduced",
+            "fp32 gradients (4 bytes) instead of bf16":
+            "the gradients are reduced in bf16, 2 bytes each"},
+    "3.3": {"one traversal of the grid (size - 1 clocks of fill, none of drain)":
+            "a row must cross the grid both ways: right along its row and down its column, "
+            "2 (size - 1) cells in all",
+            "no fill or drain (one clock per row)":
+            "the first result leaves only after the row crossed the grid: add the fill and "
+            "drain"},
+    "3.4": {"GT/s taken as bytes/s (the 8 bits of a byte forgotten)":
+            "PCIe rates are transfers (bits) per second per lane: divide by 8 for bytes",
+            "HBM's ridge instead of the PCIe link's":
+            "the weights cross PCIe, not HBM: use the PCIe link's bandwidth",
+            "one byte per weight (bf16 is 2): I = 2B taken":
+            "a bf16 weight is 2 bytes, so the intensity is 2B FLOPs / 2 bytes = B"},
     "3.5": {"wraparound on every axis": "only some axes wrap: v5e wraps only its axes of 16",
             "no wraparound on any axis": "a full axis wraps around: half-way round is farthest"},
     "3.6": {"one FLOP per multiply-accumulate (it is 2)": "a multiply-accumulate is 2 FLOPs",
