@@ -207,6 +207,15 @@ def explain_jax_error(exc, axis, blocks):
                           f"({m.group(1)} and {m.group(2)}): inside the function each device holds only its "
                           f"block ({blocks}), so a sharded dimension is 1/8 of its full size "
                           f"until it is gathered")
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    inside_jax = bool(frames) and frames[-1].filename == __file__  # JAX hides its own frames
+    if isinstance(exc, IndexError) and inside_jax:
+        return ValueError(f"an index out of range inside a collective, most often a lax.ppermute "
+                          f"pair naming a device outside the axis {axis!r}: every (source, "
+                          f"destination) must be in 0..n-1, wrapping round with % n (for example "
+                          f"(i, (i - 1) % n))")
     if "incompatible shapes" in text.lower() or "shapes must be equal" in text.lower():
         return ValueError(f"two arrays of different shapes are combined: each device holds only "
                           f"its block ({blocks}); check which dimensions are still split")
