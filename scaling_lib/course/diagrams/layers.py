@@ -39,6 +39,9 @@ def tensor_parallel_mlp(cfg="llama3-8b", tp=4, *, sequence_parallel=False, b=1, 
                          f"{[t for t in range(2, 9) if cfg.F % t == 0]}")
     sp = bool(sequence_parallel)
     f_kind, g_kind, V = _forward_kinds(cfg, tp, sp, b, T)
+    regather = sp and any(c.kind == "all-gather" and c.phase == "backward" and c.overlappable
+                          for c in tensor.comms(cfg, ParallelPlan(tp=tp, sequence_parallel=True),
+                                                b, T))
     D, F, BT = cfg.D, cfg.F, b * T
     row_h = 1.0
     ax = new_axes(ax, (10, 1.4 + 0.75 * tp))
@@ -48,7 +51,8 @@ def tensor_parallel_mlp(cfg="llama3-8b", tp=4, *, sequence_parallel=False, b=1, 
     mid = -tp * row_h / 2 + 0.1
     x_in = f"X[BT_tp, D]\n[{BT // tp}, {D}]\nper rank" if sp else f"X[BT, D]\n[{BT}, {D}]"
     box(ax, 0, mid - 0.6, 1.6, 1.2, x_in, fill=PALETTE["activations"], fontsize=7)
-    f_text = f"f: {f_kind}\n(bwd: reduce-scatter)" if sp else "f: identity\n(bwd: all-reduce)"
+    f_text = (f"f: {f_kind}\n(bwd: reduce-scatter)\n+ X re-gathered" if sp and regather else
+              f"f: {f_kind}\n(bwd: reduce-scatter)" if sp else "f: identity\n(bwd: all-reduce)")
     box(ax, 1.9, mid - 0.5, 1.75, 1.0, f_text, fill="white", fontsize=7, rounded=True)
     arrow(ax, (1.6, mid), (1.9, mid))
     g_text = f"g: {g_kind}\n(bwd: all-gather)" if sp else f"g: {g_kind}\n(bwd: identity)"
@@ -72,8 +76,11 @@ def tensor_parallel_mlp(cfg="llama3-8b", tp=4, *, sequence_parallel=False, b=1, 
           fontsize=7)
     label(ax, 8.65, 0.75, "row-split", fontsize=7)
     label(ax, 7.5, -tp * row_h - 0.6, f"forward: {f_kind + ' + ' if f_kind else ''}{g_kind} "
-          f"of V = {fmt(V)} per block (tensor.comms)", fontsize=8)
-    colls = (f"an all-gather before it (f) and a reduce-scatter after it (g)" if sp else
+          f"of V = {fmt(V)} per block (tensor.comms)"
+          + ("; backward adds an all-gather of X for dW1" if regather else ""), fontsize=8)
+    colls = ("an all-gather before it (f) and a reduce-scatter after it (g), and in the backward "
+             "pass the all-gather of its input again for the weight gradient" if regather else
+             f"an all-gather before it (f) and a reduce-scatter after it (g)" if sp else
              "nothing before it forward (f is the identity) and an all-reduce after it (g)")
     set_alt(ax, f"The MLP of {cfg.name or 'the model'} split over {tp} tensor-parallel ranks, "
             f"one row per rank: each multiplies the input by its column slice of W1 "

@@ -89,7 +89,7 @@ def fsdp_device_states(p):
 
 def dp_comm_bound_devices(p):
     """Ex 10.9: smallest power of two n >= 8 of H100s at which plain DP with p.tokens tokens
-    per step is communication-bound (tokens per device below the critical batch)."""
+    per step is communication-bound (tokens per device below the compute-bound batch b*)."""
     n = 8
     while p.tokens / n >= _dp_critical(hardware.cluster(p.accelerator, n), n):
         n *= 2
@@ -370,8 +370,8 @@ HINTS = {
              'shard across nodes'),
     '10.8': ('The sharded states, plus what is gathered at a time.',
              'the model states divided by dp, plus the bf16 buffers of the layers gathered at once'),
-    '10.9': ('The critical batch changes when the job leaves the node.',
-             'test each power of two: the critical batch inside a node, then across nodes'),
+    '10.9': ('The compute-bound batch b* changes when the job leaves the node.',
+             'test each power of two: b* inside a node, then across nodes'),
     '10.10': ("On a torus, an AllReduce uses all the chip's links at once.",
               "the AllReduce of the bf16 gradients over the chip's total ICI bandwidth, against "
               'the backward per token'),
@@ -394,9 +394,9 @@ def _comm_bound_in_node_only(p):
 
 
 WRONG_METHODS["10.9"] = {
-    "the in-node critical batch at every size": (
+    "the in-node compute-bound batch at every size": (
         _comm_bound_in_node_only,
-        "beyond 8 GPUs the AllReduce crosses the network: the critical batch jumps, so test "
+        "beyond 8 GPUs the AllReduce crosses the network: the compute-bound batch jumps, so test "
         "each size with its own cluster"),
     "the last compute-bound size": (
         lambda p: dp_comm_bound_devices(p) // 2,

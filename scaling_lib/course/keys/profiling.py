@@ -127,6 +127,29 @@ def slowest_in_profile(p):
     return profile.slowest_op(synthetic_events(p))
 
 
+def async_trace_events(p):
+    """Ex 12.13: a made-up GPU trace of ``p.layers`` layers: each layer's weights gathered as an
+    all-gather-start / all-gather-done pair around the previous layer's fusion (``p.gather_ms`` in
+    flight, each fusion ``p.compute_ms``), the -done lasting as long as the stream waits."""
+    events, t, gather, comp = [], 0.0, p.gather_ms * 1e-3, p.compute_ms * 1e-3
+    issued = 0.0
+    for i in range(p.layers):
+        events.append(profile.OpEvent(f"all-gather-start.{i}", "jit_step", "0", issued, 0.0))
+        wait = max(0.0, issued + gather - t)
+        events.append(profile.OpEvent(f"all-gather-done.{i}", "jit_step", "0", t, wait))
+        t += wait
+        issued = t  # the next layer's gather is issued as this layer's fusion starts
+        events.append(profile.OpEvent(f"fusion.{i}", "jit_step", "0", t, comp))
+        t += comp
+    return events
+
+
+def exposed_gather_time(p):
+    """Ex 12.13: seconds the compute stream waits in all-gather-done over the trace."""
+    return sum(r["waited"] for r in profile.async_collectives(async_trace_events(p))
+               if r["kind"] == "all-gather")
+
+
 def slowest_op(events):
     """Ex 12.11 reference: the op with the largest total time in a list of events."""
     return profile.slowest_op(events)
@@ -221,6 +244,9 @@ def _peak(p):
 HINTS = {
     '12.1': ('The shape left of the opcode says the element type and the dimensions.',
              'multiply the dimensions by the bytes of the element type'),
+    '12.13': ('Which event of an async pair is time the device spends idle?',
+              'add the durations of the all-gather-done events; what runs between a -start and '
+              'its -done is overlap'),
     '12.2': ('The replica groups are written as an iota over a reshaped, transposed array.',
              'lay out 0..7 in the shape after <=, apply the transpose, then read the rows'),
     '12.3': ('How many multiply-adds does the einsum do?',
@@ -279,6 +305,16 @@ def _mlp_replicated(x, w1, w2):
     return h @ w2
 
 
+WRONG_METHODS["12.13"] = {
+    "the whole flight counted": (
+        lambda p: sum(r["in_flight"] for r in profile.async_collectives(async_trace_events(p))),
+        "that is the time the gathers were in flight: only the -done events' own durations are "
+        "time the device waited; the compute between -start and -done was overlap"),
+    "only the first gather": (
+        lambda p: p.gather_ms * 1e-3,
+        "that is the first gather's wait alone: every later gather that takes longer than the "
+        "fusion it overlaps leaves a wait too; add the -done durations of all of them"),
+}
 WRONG_METHODS["12.2"]["G groups read as n"] = (
     lambda p: _group(f"[{p.n},{_N_DEVICES // p.n}]<=[{_N_DEVICES}]", p.device),
     "[G,n] is G groups of n devices each: count the members of your group, then read the "

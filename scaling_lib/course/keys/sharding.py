@@ -122,6 +122,11 @@ def case4_gather_bytes(p):
     return S.sharded_matmul(p.I, p.J, p.K, ("X", None), (None, "X"), {"X": 8}).nbytes
 
 
+def all_to_all_sent(p):
+    """Ex 9.12: bytes each device sends to reshard a bf16 x[T_X, D] into x[T, D_X] over n."""
+    return C.collective_bytes("all-to-all", 2.0 * p.T * p.D, p.n).sent_bytes
+
+
 # ---- wrong methods (tests/test_wrong_methods.py: each must FAIL at the cell's tolerance) ---------
 
 def _wrong_any_sharded_j_reduces(p):
@@ -155,6 +160,9 @@ WRONG_METHODS = {
             "no overlap": lambda p: p.t_math + p.t_comm},
     "9.8": {"bf16 bytes": lambda p: cpu_all_reduce_bytes(p) / 2,
             "one shard of C": lambda p: cpu_all_reduce_bytes(p) / 8},
+    "9.12": {"an AllGather's bytes": lambda p: C.collective_bytes(
+                 "all-gather", 2.0 * p.T * p.D, p.n).sent_bytes,
+             "the whole shard sent": lambda p: 2.0 * p.T * p.D / p.n},
     "9.9": {"the larger multiplicand": lambda p: max(p.I, p.K) * p.J * 2,
             "only B's shard": lambda p: p.J * p.K * 2 / 8},
 }
@@ -199,6 +207,15 @@ def explain_jax_error(exc, axis, blocks):
                           f"({m.group(1)} and {m.group(2)}): inside the function each device holds only its "
                           f"block ({blocks}), so a sharded dimension is 1/8 of its full size "
                           f"until it is gathered")
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    inside_jax = bool(frames) and frames[-1].filename == __file__  # JAX hides its own frames
+    if isinstance(exc, IndexError) and inside_jax:
+        return ValueError(f"an index out of range inside a collective, most often a lax.ppermute "
+                          f"pair naming a device outside the axis {axis!r}: every (source, "
+                          f"destination) must be in 0..n-1, wrapping round with % n (for example "
+                          f"(i, (i - 1) % n))")
     if "incompatible shapes" in text.lower() or "shapes must be equal" in text.lower():
         return ValueError(f"two arrays of different shapes are combined: each device holds only "
                           f"its block ({blocks}); check which dimensions are still split")
@@ -289,6 +306,8 @@ HINTS = {
     '9.9': ('Either input can be gathered: which is smaller?',
             'gathering one gives one output sharding, gathering the other another; both are '
             'correct, so gather the smaller'),
+    '9.12': ('After the exchange each device holds one column block of every row block.',
+             'cut your shard into n blocks; count the ones that must go to another device'),
     '9.10': ('Each device holds a slice of the contracting dimension.',
              'multiply the local blocks, then add the partial results over the mesh axis'),
     '9.11': ('Each step multiplies the block you hold while the next one arrives.',
@@ -370,6 +389,10 @@ with_messages(WRONG_METHODS, {
             "no overlap": "a collective matmul overlaps each transfer with a partial matmul"},
     "9.8": {"bf16 bytes": "XLA:CPU moves bf16 collectives as f32",
             "one shard of C": "each device all-reduces its whole partial C"},
+    "9.12": {"an AllGather's bytes": "that is what an AllGather sends: an AllToAll replicates "
+                                     "nothing, so each device sends only the blocks it gives away",
+             "the whole shard sent": "each device keeps one of its n blocks (the one that stays "
+                                     "on it): it sends n - 1 of them"},
     "9.9": {"the larger multiplicand": "gather the smaller one: both orders give a right answer",
             "only B's shard": "count the bytes each device receives to gather the whole input"},
 })

@@ -119,7 +119,8 @@ WRONG_METHODS = {
              "W_K only": lambda p: kv_weight_bytes(p) / 2},
     "11.4": {"every activation divided by tp": lambda p: memory.activation_bytes(
         p.model, 1, p.T, recompute="selective", flash_attention=True) * (1 - 1 / p.tp),
-             "fp32 activations": lambda p: 2 * sp_saving(p)},
+             "fp32 activations": lambda p: 2 * sp_saving(p),
+             "the replicated arrays freed entirely": lambda p: sp_saving(p) / (1 - 1 / p.tp)},
     "11.5": {"forward pass only": lambda p: tp_comm_time(p) / 2,
              "fp32 activations": lambda p: 2 * tp_comm_time(p)},
     "11.6": {"tp = 8, a whole node": lambda p: 8,
@@ -329,8 +330,8 @@ HINTS = {
     '11.3': ('With more ranks than kv heads, each rank still needs a whole kv head.',
              'count how many ranks share each kv head'),
     '11.4': ('Which activations does TP leave replicated?',
-             'only those (norm inputs, residuals, dropout masks) shrink, by the share sequence '
-             'parallelism splits'),
+             'count the bytes of the arrays TP leaves replicated; sequence parallelism leaves each '
+             'rank 1/tp of them'),
     '11.5': ('With sequence parallelism each AllReduce becomes two collectives.',
              "an AllGather and a ReduceScatter per block, forward and backward, plus the loss's "
              'sums'),
@@ -408,7 +409,10 @@ with_messages(WRONG_METHODS, {
     "11.4": {"every activation divided by tp":
              "tensor parallelism already splits most activations: sequence parallelism saves "
              "only the replicated rest",
-             "fp32 activations": "the activations are bf16, 2 bytes each"},
+             "fp32 activations": "the activations are bf16, 2 bytes each",
+             "the replicated arrays freed entirely":
+             "sequence parallelism does not free those arrays: each rank still keeps its 1/tp of "
+             "them, so it saves (1 - 1/tp) of the replicated part"},
     "11.5": {"forward pass only": "the backward communicates as much as the forward",
              "fp32 activations": "the activations are bf16, 2 bytes each"},
     "11.6": {"tp = 8, a whole node": "estimate every split and take the fastest that fits",
