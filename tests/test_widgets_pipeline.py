@@ -1,6 +1,7 @@
 """The pipeline-schedule figures (widgets.pipeline); schedules are tested in test_pipeline.py."""
 
 import matplotlib
+import numpy as np
 import pytest
 
 matplotlib.use("Agg")
@@ -34,4 +35,18 @@ def test_explorer_greys_out_v_unless_interleaved():
     assert v_w.disabled
     kind_w.value = "interleaved"
     assert not v_w.disabled
+    plt.close("all")
+
+
+def test_split_backward_timeline_draws_w_in_its_own_colour():
+    fig, ax = plt.subplots()
+    ev = pipeline.split_backward_schedule(4, 4)
+    assert pw.plot_schedule(ax, ev) == pytest.approx(pipeline.bubble_fraction(ev))
+    w_rgb = matplotlib.colors.to_rgb(pw.W_COLOUR)
+    n_w = sum(np.allclose(c.get_facecolor()[0][:3], w_rgb) for c in ax.collections)
+    assert n_w == int((ev["op"] == "W").sum())   # one green box per weight gradient
+    plt.close(fig)
+    pytest.importorskip("ipywidgets")
+    box = pw.explorer(pp=4, m=8, kind="split")
+    assert box.children[1].children[1].disabled   # no virtual stages for the split schedule
     plt.close("all")

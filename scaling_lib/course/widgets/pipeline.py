@@ -3,7 +3,8 @@
 ``plot_schedule`` draws a timeline from :func:`scaling_lib.parallelism.pipeline.schedule` (one
 row per stage, forward and backward boxes labelled by micro-batch, idle time shaded);
 ``plot_in_flight`` the micro-batches whose activations each stage holds over time;
-``explorer`` wraps both in ipywidgets controls (stages, micro-batches, schedule, virtual stages).
+``explorer`` wraps both in ipywidgets controls (stages, micro-batches, schedule, virtual stages;
+the schedules of :func:`pipeline.schedule` and :func:`pipeline.split_backward_schedule`).
 matplotlib and ipywidgets are imported only when called.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 from ...parallelism import pipeline
 
 F_COLOUR, B_COLOUR, IDLE_COLOUR = "#4c72b0", "#dd8452", "#d9d9d9"
+W_COLOUR = "#009E73"  # a split-off weight gradient (pipeline.split_backward_schedule)
 
 
 def plot_schedule(ax, events, *, title=None, labels=True, xmax=None):
@@ -28,7 +30,7 @@ def plot_schedule(ax, events, *, title=None, labels=True, xmax=None):
     for s in range(p):
         ax.broken_barh([(0, end)], (s - 0.4, 0.8), facecolor=IDLE_COLOUR, lw=0)
     for e in events:
-        colour = F_COLOUR if e["op"] == "F" else B_COLOUR
+        colour = {"F": F_COLOUR, "W": W_COLOUR}.get(str(e["op"]), B_COLOUR)
         alpha = 1.0 - 0.35 * int(e["chunk"]) / max(v - 1, 1) if v > 1 else 1.0
         width = float(e["end"] - e["start"])
         ax.broken_barh([(float(e["start"]), width)], (int(e["stage"]) - 0.4, 0.8),
@@ -43,10 +45,12 @@ def plot_schedule(ax, events, *, title=None, labels=True, xmax=None):
     ax.set_xlabel("time (units of one micro-batch's forward pass through one stage)")
     ax.set_title(title if title is not None else f"bubble {bubble:.0%} of the step", loc="left",
                  fontsize=10)
-    ax.legend(handles=[Patch(color=F_COLOUR, label="forward"),
-                       Patch(color=B_COLOUR, label="backward"),
-                       Patch(facecolor=IDLE_COLOUR, label="idle (bubble)")],
-              fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=3, frameon=False)
+    handles = [Patch(color=F_COLOUR, label="forward"), Patch(color=B_COLOUR, label="backward")]
+    if (events["op"] == "W").any():
+        handles = [handles[0], Patch(color=B_COLOUR, label="input gradient B"),
+                   Patch(color=W_COLOUR, label="weight gradient W")]
+    ax.legend(handles=handles + [Patch(facecolor=IDLE_COLOUR, label="idle (bubble)")],
+              fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=4, frameon=False)
     return bubble
 
 
@@ -67,7 +71,9 @@ def explorer(pp=4, m=8, kind="1f1b", v=1):
 
     pp_w = w.IntSlider(value=pp, min=1, max=16, description="stages p")
     m_w = w.IntSlider(value=m, min=1, max=64, description="micro-batches m")
-    kind_w = w.Dropdown(options=["gpipe", "1f1b", "interleaved"], value=kind,
+    kind_w = w.Dropdown(options=[("GPipe", "gpipe"), ("1F1B", "1f1b"),
+                                 ("interleaved 1F1B", "interleaved"),
+                                 ("1F1B, B and W split", "split")], value=kind,
                         description="schedule")
     v_w = w.IntSlider(value=v, min=1, max=4, description="virtual stages v")
     tb_w = w.FloatSlider(value=2.0, min=0.5, max=3.0, step=0.5, description="t_bwd / t_fwd")
@@ -81,8 +87,13 @@ def explorer(pp=4, m=8, kind="1f1b", v=1):
                 # (and v = 1 used) for GPipe and 1F1B, never silently ignored
                 v_w.disabled = kind_w.value != "interleaved"
                 v = v_w.value if kind_w.value == "interleaved" else 1
-                ev = pipeline.schedule(pp_w.value, m_w.value, v=v, kind=kind_w.value,
-                                       t_bwd=tb_w.value)
+                if kind_w.value == "split":  # the backward split in two equal halves
+                    ev = pipeline.split_backward_schedule(pp_w.value, m_w.value,
+                                                          t_input_grad=tb_w.value / 2,
+                                                          t_weight_grad=tb_w.value / 2)
+                else:
+                    ev = pipeline.schedule(pp_w.value, m_w.value, v=v, kind=kind_w.value,
+                                           t_bwd=tb_w.value)
                 fig, ax = plt.subplots(figsize=(10, 0.35 * pp_w.value + 1.8))
                 plot_schedule(ax, ev, labels=pp_w.value * m_w.value * v <= 256)
                 plt.show()
