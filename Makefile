@@ -1,7 +1,9 @@
 # Two commands for a fresh machine (Python 3.11-3.13, no accelerator):
 #   make book   - set up .venv and build the book, executing every notebook, and its live site
 #                 (_build/html/lite: JupyterLite, the notebooks and a scaling_lib wheel; tools/build_lite.py)
-#   make test   - set up .venv and run the test suite (library, notebooks, exercises, grader)
+#   make test   - set up .venv and run the quick test gate (library, solutions, exercises, grader;
+#                 under 10 minutes on 2 cores; what CI runs; the chapters are executed by make book)
+#   make test-all - everything make test leaves out too (slow tier: conftest.py lists it and why)
 # Also: make site-test (the built book: its pages, then headless Chromium if Debian's chromium is
 #       installed; builds the book first if _build/html is missing), make lab (JupyterLab on the
 #       course), make exercises (regenerate exercises/ from solutions/), make bench (timing
@@ -12,7 +14,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BUILD  := _build
 
-.PHONY: install book test site-test browser-test lab exercises bench clean
+.PHONY: install book test test-all site-test browser-test lab exercises bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +32,9 @@ book: $(STAMP)
 	@echo "The book is at: $(CURDIR)/$(BUILD)/html/index.html"
 
 test: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not slow"
+
+test-all: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 # The built site checked as a reader sees it (tests/browser): its pages read as files, then opened

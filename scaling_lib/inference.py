@@ -394,3 +394,16 @@ def max_cached_tokens(cfg, accelerator, n_devices=1, dtype="bf16", kv_dtype=None
     free = n * acc.hbm_bytes - transformer.n_params(c) * dtype_bytes(dtype)
     per_token = transformer.kv_cache_bytes(c, 1, 1, kv_dtype or dtype)
     return _out(np.maximum(free, 0.0) / per_token)
+
+
+def max_batch(cfg, S, accelerator, n_devices=1, dtype="bf16", kv_dtype=None) -> int:
+    """The most sequences of S cached tokens whose caches fit next to the weights.
+
+    ⌊max_cached_tokens / S⌋: a sequence's cache is whole or not there. Chapter 8's tables and
+    prose both quote this number.
+
+    >>> max_batch("llama3-70b", 8192, "h100", 8)
+    185
+    """
+    S = check_count("S", S)
+    return int(max_cached_tokens(cfg, accelerator, n_devices, dtype, kv_dtype) // S)

@@ -212,6 +212,34 @@ def cluster_comm_time(m: ShardedMatmul, cluster) -> float:
     return float(collectives.hierarchical_time(m.kind, m.nbytes, cluster, m.group_size).total)
 
 
+def permute_ring_time(m: ShardedMatmul, cluster) -> float:
+    """Seconds of a collective matmul's transfers: n - 1 steps of a one-direction
+    ``lax.ppermute`` ring, each sending one block of V/n to the neighbour.
+
+    T = (n - 1) · t_permute(V/n), with t_permute from :func:`scaling_lib.collectives.group_time`
+    (kind "collective-permute": the bytes each device sends, over the hops to its neighbour).
+    On a switch this equals the AllGather's time; on a TPU torus the AllGather runs a
+    bidirectional ring (both directions of each link), the one-direction ring only one, so it
+    takes about twice as long (a 2x4 v5e slice has no wraparound either, so its ring's closing
+    step crosses several hops). Only an all-gather case (2 or 4) has such a ring.
+
+    >>> from scaling_lib import hardware
+    >>> m = sharded_matmul(8192, 8192, 28672, ("X", None), ("X", None), {"X": 8})
+    >>> tpu = hardware.tpu_slice("tpu-v5e", (2, 4))
+    >>> round(permute_ring_time(m, tpu) / cluster_comm_time(m, tpu), 2)
+    2.0
+    """
+    _check_matmul(m)
+    if m.kind != "all-gather":
+        raise ValueError(f"m.kind={m.kind!r}: a collective matmul's ring replaces an all-gather "
+                         "(cases 2 and 4); valid: a ShardedMatmul whose kind is 'all-gather'")
+    n = m.group_size
+    if n == 1:
+        return 0.0
+    return float((n - 1) * collectives.group_time("collective-permute", m.nbytes / n, n, 1,
+                                                  cluster))
+
+
 def math_time(m: ShardedMatmul, flops_per_s):
     """Seconds of each device's local matmul at ``flops_per_s``: flops_per_device / C."""
     _check_matmul(m)

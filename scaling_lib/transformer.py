@@ -367,6 +367,50 @@ def attention_crossover_T(cfg, against: str = "dense", *, causal: bool = False):
     return 2.0 * w / per_T
 
 
+def attention_hbm_bytes(cfg, B, T, *, flash: bool = True, block=None, dtype="bf16"):
+    """HBM bytes of one layer's attention core (QKᵀ, softmax, AV), forward, B sequences of T.
+
+    Standard attention (``flash=False``) materialises the N·T² scores twice: S = QKᵀ is written,
+    read by the softmax, which writes P, read again by AV. With a bytes per element:
+
+        a · B · (T·(N + 2K)·H  +  4·N·T²  +  T·N·H)
+
+    (Q, K, V read; S and P written and read back; O written).
+
+    FlashAttention (``flash=True``, Dao et al. 2022) keeps a block of ``block`` queries on chip and
+    streams every key and value past it; the scores never reach HBM. Each of the N query heads
+    reads its key/value head once per query block, ⌈T/block⌉ passes:
+
+        a · B · (2·T·N·H  +  ⌈T/block⌉ · 2·T·N·H)         (Q read and O written once)
+
+    ``block=None`` means K and V are read from HBM once (a cache serves the repeated passes: the
+    lower bound, ⌈T/block⌉ = 1 with the key/value heads counted once, 2·T·K·H); a block of 128
+    with no cache help is the upper bound. Leaves out the softmax statistics (T·N fp32), masks
+    and dropout. The FLOPs are the same either way (:func:`forward_flops`).
+
+    >>> std = attention_hbm_bytes("llama3-8b", 1, 8192, flash=False)
+    >>> round(std / 1e9, 1)  # 4·N·T² dominates: 17.2 GB of 17.3
+    17.3
+    >>> round(attention_hbm_bytes("llama3-8b", 1, 8192) / 1e6)  # Q, O, and K, V once
+    168
+    """
+    c = _cfg(cfg)
+    B = check_count("B", B, sweep=True)
+    T = check_count("T", T, sweep=True)
+    a = dtype_bytes(dtype)
+    if c.mla is not None:
+        raise ValueError(f"attention_hbm_bytes: cfg {c.name!r} uses multi-head latent attention; "
+                         "the formula covers MHA/GQA (mla=None) only")
+    N, K, H = c.N, c.K, c.H
+    if not flash:
+        return _out(a * B * (T * (N + 2 * K) * H + 4.0 * N * T * T + T * N * H))
+    if block is None:
+        return _out(a * B * (2.0 * T * N * H + 2.0 * T * K * H))
+    block = check_count("block", block)
+    passes = np.ceil(T / block)
+    return _out(a * B * (2.0 * T * N * H + passes * 2.0 * T * N * H))
+
+
 def kv_cache_bytes(cfg, B, S, dtype="bf16"):
     """Bytes of the KV cache for B sequences holding S tokens each.
 

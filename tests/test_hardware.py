@@ -62,7 +62,7 @@ def test_h100_datasheet_sxm5():
 @pytest.mark.parametrize("name,bf16,hbm,bw", [
     ("a100-80gb", 312e12, 80e9, 2.039e12),  # A100 datasheet (SXM4 80GB)
     ("h200", 989.4e12, 141e9, 4.8e12),      # H200 datasheet
-    ("b200", 2.25e15, 192e9, 8e12),         # HGX B200 datasheet (1000 W)
+    ("b200", 2.25e15, 180e9, 8e12),         # HGX B200 (1000 W); DGX B200: 1,440 GB / 8
     ("tpu-v5e", 197e12, 16e9, 819e9),       # Cloud TPU v5e docs
     ("tpu-v5p", 459e12, 95e9, 2.765e12),    # Cloud TPU v5p docs
     ("tpu-v6e", 918e12, 32e9, 1.638e12),    # Cloud TPU v6e docs
@@ -499,3 +499,31 @@ def test_tpu_largest_slices_against_their_pods():
         assert (math.prod(shape) == pod.n_devices) == (name != "tpu-v5p")
         assert all(hardware.wraparound(name, shape))
     assert math.prod(chips.TPU_MAX_SLICE_SHAPE["tpu-v5p"]) == 6144
+
+
+@pytest.mark.parametrize("name,shape", [("tpu-v5p", (16, 20, 28)), ("tpu-v5p", (16, 16, 32)),
+                                        ("tpu-v5e", (8, 32)), ("tpu-v6e", (16, 16, 2)),
+                                        ("tpu-v4", (16, 16, 32))])
+def test_tpu_slice_refuses_more_than_the_largest_slice(name, shape):
+    """Google Cloud TPU docs: v5p's largest slice is 16x16x24 (6,144 chips); v5e/v6e 16x16."""
+    with pytest.raises(ValueError, match="largest single"):
+        hw.tpu_slice(name, shape)
+
+
+def test_tpu_slice_accepts_the_largest_slice_and_the_v5p_pod_is_not_one():
+    from scaling_lib.hardware import chips
+    for name, shape in chips.TPU_MAX_SLICE_SHAPE.items():
+        assert hw.tpu_slice(name, shape[::-1]).n_devices == math.prod(shape)
+    assert hw.get_cluster("tpu-v5p-pod").n_devices == 8960 > hw.tpu_slice("tpu-v5p", (16, 16, 24)).n_devices
+
+
+def test_systolic_clocks_fill_and_drain():
+    """Row r reaches cell (k, j) at clock r + k + j: the last row leaves at n - 1 + 2 (s - 1)."""
+    assert hw.systolic_clocks(1, 1) == 1
+    assert hw.systolic_clocks(4, 4) == 4 + 6
+    s = 128
+    # utilisation of an isolated tile rises with the rows streamed through it
+    u = [n / hw.systolic_clocks(n, s) for n in (128, 1024, 8192)]
+    assert u == sorted(u) and u[-1] > 0.96 and u[0] < 0.34
+    with pytest.raises(ValueError):
+        hw.systolic_clocks(0, 128)

@@ -193,3 +193,11 @@ def test_new_function_errors():
         inf.tp_decode_comm_time("llama3-70b", 1, 2.5)
     with pytest.raises(ValueError, match="B="):
         inf.expected_experts(8, 2, 0)
+
+
+def test_max_batch_is_the_floor_of_cached_tokens_over_S():
+    from scaling_lib import inference as _inf
+    room = _inf.max_cached_tokens("llama3-70b", "h100", 8)
+    assert _inf.max_batch("llama3-70b", 8192, "h100", 8) == int(room // 8192)
+    assert _inf.max_batch("llama3-70b", 8192, "h100", 8) <= room / 8192 < \
+        _inf.max_batch("llama3-70b", 8192, "h100", 8) + 1

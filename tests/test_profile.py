@@ -221,3 +221,21 @@ def test_widgets_draw_a_timeline_and_op_times():
     with pytest.raises(ValueError, match="empty"):
         plots.plot_timeline(a, [])
     plt.close(fig)
+
+
+def test_async_collectives_split_flight_into_overlap_and_wait():
+    """A -start/-done pair: compute between them is overlap, the -done's duration the wait."""
+    from scaling_lib.profile import OpEvent, async_collectives
+
+    ev = [OpEvent("all-gather-start", "m", "0", 0.0, 1.0), OpEvent("fusion.1", "m", "0", 1.0, 3.0),
+          OpEvent("fusion.2", "m", "1", 1.0, 9.0),  # another device: not counted
+          OpEvent("all-gather-done", "m", "0", 4.0, 2.0),
+          OpEvent("reduce-scatter-start.2", "m", "0", 6.0, 0.5),
+          OpEvent("reduce-scatter-done.2", "m", "0", 6.5, 0.0)]
+    rows = async_collectives(ev)
+    assert [r["kind"] for r in rows] == ["all-gather", "reduce-scatter"]
+    ag, rs = rows
+    assert (ag["in_flight"], ag["overlapped"], ag["waited"]) == (6.0, 3.0, 2.0)
+    assert rs["overlapped"] == 0.0 and rs["waited"] == 0.0
+    with pytest.raises(ValueError, match="OpEvent"):
+        async_collectives([("all-gather-start", 0.0)])

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from scaling_lib import inference, serving, serving_engine as eng, serving_sim as sim
+from scaling_lib import serving as sv
 
 
 def test_blocks_and_allocation():
@@ -66,10 +67,24 @@ def test_kv_layout():
         eng.kv_cache_layout(8, 32, batch=6)
 
 
-def test_chunked_prefill_bounds():
-    ttft, step = eng.chunked_prefill(8192, np.array([512, 8192, 10**6]), 0.01, 1e-5)
-    assert step[1] == step[2] == pytest.approx(0.01 + 8192e-5)
-    assert ttft[0] > ttft[1] and step[0] < step[1]
+def test_chunked_prefill_shares_the_weight_read():
+    kw = dict(prompt_len=8192, batch=64, context=1152)
+    ttft, step = eng.chunked_prefill("llama3-70b", "h100", 8, chunk_tokens=np.array(
+        [64, 512, 8192, 10**6]), **kw)
+    assert step[2] == step[3] and ttft[2] == ttft[3] == step[2]  # unchunked: one stall
+    assert ttft[0] > ttft[1] > ttft[2] and step[0] < step[1] < step[2]
+    dec = float(inference.decode_step_time("llama3-70b", 64, 1152, "h100", 8, tp=8, launch=True))
+    parts = sv.mixed_step_parts("llama3-70b", "h100", 8, decode_batch=64, context=1152,
+                                prefill_tokens=0, prompt_len=8192)
+    assert float(parts["time"]) == pytest.approx(dec, rel=1e-9)  # no chunk: a decode step
+    # the shared read: one mixed iteration is cheaper than a decode step plus the chunk alone
+    alone = sv.mixed_step_parts("llama3-70b", "h100", 8, decode_batch=1, context=1,
+                                prefill_tokens=64, prompt_len=8192)
+    assert step[0] < dec + float(alone["time"])
+    c_star = eng.ridge_chunk_tokens("llama3-70b", "h100", 8, **kw)
+    at = sv.mixed_step_parts("llama3-70b", "h100", 8, decode_batch=64, context=1152,
+                             prefill_tokens=c_star, prompt_len=8192)
+    assert float(at["compute"]) == pytest.approx(float(at["memory"]), rel=1e-6)
 
 
 def test_schedule_step_is_the_simulators_loop():
@@ -117,3 +132,12 @@ def test_best_batch_meets_the_budget():
     assert e.tpot[0] <= 0.01 and (e.tpot[1] > 0.01 or not e.fits[1])
     assert serving.best_batch("llama3-70b", "h100", 8, tpot_budget=1e-3, prompt_len=8,
                               gen_len=8) == 0
+
+
+def test_mixed_step_parts_checks_its_input():
+    with pytest.raises(ValueError, match="context"):
+        sv.mixed_step_parts("llama3-70b", "h100", 8, decode_batch=1, context=[1, 2],
+                            prefill_tokens=1, prompt_len=8)
+    with pytest.raises(ValueError, match="tp=3"):
+        sv.mixed_step_parts("llama3-70b", "h100", 3, decode_batch=1, context=8,
+                            prefill_tokens=1, prompt_len=8)

@@ -320,3 +320,16 @@ def test_explicit_sharding_needs_an_out_sharding_where_ambiguous(jx):
         np.testing.assert_allclose(np.asarray(f(a, b)), A @ B, rtol=1e-5, atol=1e-5)
         m = S.sharded_matmul(I_, J_, K_, ("X", None), (None, "X"), {"X": 8}, dtype="fp32")
         assert _emitted(sim.collectives_in(f, a, b)) == _predicted(m)
+
+
+def test_collective_matmul_ring_is_one_direction():
+    """The ppermute ring of a collective matmul sends one way: as fast as the AllGather on a
+    switch, half its bandwidth on a TPU torus (issue 25)."""
+    from scaling_lib import hardware
+
+    m = S.sharded_matmul(8192, 8192, 28672, ("X", None), ("X", None), {"X": 8})
+    node, tpu = hardware.cluster("h100", 8), hardware.tpu_slice("tpu-v5e", (2, 4))
+    assert S.permute_ring_time(m, node) == pytest.approx(S.cluster_comm_time(m, node), rel=1e-6)
+    assert S.permute_ring_time(m, tpu) == pytest.approx(2 * S.cluster_comm_time(m, tpu), rel=0.01)
+    with pytest.raises(ValueError, match="all-gather"):
+        S.permute_ring_time(S.sharded_matmul(64, 64, 64, (None, "X"), ("X", None), {"X": 8}), node)

@@ -342,3 +342,17 @@ def test_einsum_flops():
 def test_einsum_flops_errors(args, msg):
     with pytest.raises(ValueError, match=msg):
         tr.einsum_flops(*args)
+
+
+def test_attention_hbm_bytes_standard_is_quadratic_flash_is_not():
+    from scaling_lib import transformer as _tr
+    std = [_tr.attention_hbm_bytes("llama3-8b", 1, T, flash=False) for T in (4096, 8192)]
+    fl = [_tr.attention_hbm_bytes("llama3-8b", 1, T) for T in (4096, 8192)]
+    assert 3.9 < std[1] / std[0] < 4.0   # the 4·N·T² scores dominate
+    assert fl[1] / fl[0] == 2.0          # FlashAttention with K, V read once: linear in T
+    # no cache help: K and V re-read once per query block; one block = the lower bound with N heads
+    c = _tr._cfg("llama3-8b")
+    one = _tr.attention_hbm_bytes(c, 1, 4096, block=4096)
+    assert one == 2 * (2 * 4096 * c.N * c.H + 2 * 4096 * c.N * c.H)
+    with pytest.raises(ValueError, match="latent"):
+        _tr.attention_hbm_bytes("deepseek-v3", 1, 4096)

@@ -25,3 +25,13 @@ def test_explorer_builds():
     box = pw.explorer(pp=2, m=2)
     assert box.children
     plt.close("all")
+
+
+def test_explorer_greys_out_v_unless_interleaved():
+    pytest.importorskip("ipywidgets")
+    box = pw.explorer(pp=4, m=8, kind="1f1b", v=2)
+    kind_w, v_w = box.children[1].children[:2]
+    assert v_w.disabled
+    kind_w.value = "interleaved"
+    assert not v_w.disabled
+    plt.close("all")

@@ -38,5 +38,25 @@ def test_summary_names_the_figures():
 def test_explorer_builds():
     pytest.importorskip("ipywidgets")
     box = sw.explorer()
-    assert len(box.children) == 4
+    assert len(box.children) == 5
     plt.close("all")
+
+
+def test_no_price_for_a_setup_that_does_not_fit():
+    text = sw.summary("llama3-405b", "h100", 8, batch=1, prompt_len=1024, gen_len=256, price=2.0)
+    assert "DOES NOT FIT" in text and "per million" not in text
+
+
+def test_auto_layout_puts_stages_across_nodes():
+    text = sw.summary("llama3-405b", "h100", 16, batch=1, prompt_len=1024, gen_len=256)
+    assert "tp=8 pp=2" in text
+    assert "tp=16 pp=1" in sw.summary("llama3-405b", "h100", 16, batch=1, prompt_len=1024,
+                                      gen_len=256, layout="tp")
+    fig, ax = plt.subplots()
+    here = sw.plot_breakdown(ax, "llama3-405b", "h100", 16, batch=4)
+    e = serving.estimate("llama3-405b", "h100", 16, batch=4, prompt_len=1024, gen_len=256)
+    assert (e.tp, e.pp) == (8, 2) and "tp=8 pp=2" in ax.get_title()
+    assert here["communication"] > 0
+    with pytest.raises(ValueError, match="layout"):
+        sw.summary("llama3-70b", "h100", 8, batch=1, prompt_len=8, gen_len=8, layout="x")
+    plt.close(fig)

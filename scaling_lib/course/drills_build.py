@@ -21,6 +21,7 @@ from scaling_lib.course import drills, nbtools
 from scaling_lib import hardware as hw
 from scaling_lib import inference as inf
 from scaling_lib import memory as mem
+from scaling_lib import models
 from scaling_lib import roofline as rl
 from scaling_lib import transformer as tf
 from scaling_lib.course.grading import check, check_function, draw
@@ -30,21 +31,17 @@ SEED = 0  # change me for new numbers"""
 
 KEY_MODULES = {"90_numbers": "drills_numbers", "91_interview_junior": "interview_junior",
                "92_interview_mid": "interview_mid", "93_interview_senior": "interview_senior"}
+# Concept questions (keys of the concept bank) and design questions (keys of mock.DESIGNS) of
+# each drill page; the rest of the bank is on the book's "Concept bank and rubrics" page.
 EXTRAS = {
-    "91_interview_junior": {"concepts": ["parallelism", "sync_sgd"]},
-    "92_interview_mid": {"concepts": ["nvlink", "dp_bottleneck"],
-                         "design": [("Serve Llama 3 70B at 50 ms per output token: how many H100s?",
-                                     "drills.serving_answer(model='llama3-70b', "
-                                     "accelerator='h100', tpot=0.050, batch=32, context=8192)")]},
-    "93_interview_senior": {"concepts": ["frontier_time"],
-                            "design": [("Train a 70B model on 1,024 H100s in 30 days: what plan, "
-                                        "what MFU, does it fit?",
-                                        "drills.training_answer(model='llama3-70b', "
-                                        "accelerator='h100', n=1024, days=30, mfu=0.40)"),
-                                       ("Serve Llama 3 70B at 50 ms per output token with batch "
-                                        "64 at 32K context: how many H100s?",
-                                        "drills.serving_answer(model='llama3-70b', "
-                                        "accelerator='h100', tpot=0.050, batch=64, context=32768)")]},
+    "91_interview_junior": {"concepts": ["parallelism", "sync_sgd", "step_memory", "kv_sizing",
+                                         "roofline"]},
+    "92_interview_mid": {"concepts": ["nvlink", "dp_bottleneck", "zero_stages", "mfu_at_scale",
+                                      "speculative"],
+                         "design": ["serving"]},
+    "93_interview_senior": {"concepts": ["frontier_time", "tp_decode", "context_parallelism",
+                                         "failures", "diverging_run"],
+                            "design": ["training", "gpt4", "low_mfu", "long_context"]},
 }
 
 
@@ -65,18 +62,32 @@ def notebook(stem: str, setup_source: str):
     import nbformat
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+    from .drills.mock import MOCK_MINUTES
+
     title = LEVELS[stem]
     cells = [new_markdown_cell(
-        f"# Solutions: {title}\n\nSet a timer for **{MINUTES[stem]} minutes**. Each question "
+        f"# Solutions: {title}\n\nSelf-study: set a timer for **{MINUTES[stem]} minutes** for "
+        "the graded questions (the "
+        f"[instructor guide](../book/instructor_guide.ipynb)'s {MOCK_MINUTES}-minute mock "
+        "interview takes three of a level's questions into a 12-minute section). Each question "
         "draws its numbers from `SEED`: change it for a fresh set (an instructor hands out one "
         "seed per student). Answer in SI units (bytes, seconds, FLOPs) as plain numbers; the "
         "checker names the usual slips (bits vs bytes, GB vs GiB, one-way vs both ways, 8 vs 16 "
-        "bytes per parameter, the sparsity FLOP/s) when an answer falls on one.\n\n"
+        "bytes per parameter, the sparsity FLOP/s) when an answer falls on one, and gives a "
+        "hint after a failed try.\n\n"
         "The expected answers come from the same answer keys as the chapters' exercises.")]
     setup = new_code_cell(setup_source)
     setup.metadata["tags"] = ["remove-cell"]
     cells += [setup, new_code_cell(IMPORTS.format(key_module=KEY_MODULES[stem]))]
+    from .keys.drills import ERRATA
+
     for q in QUESTIONS[stem]:
+        if q.name == next((n for n in ERRATA if n.startswith(stem[:2] + ".")), None):
+            cells.append(new_markdown_cell(
+                "## Errata drills\nFour claims heard in interviews, each as a graded question "
+                "whose answer comes out wrong if you believe the claim. When yours falls on "
+                "the claim the checker names it and says what is right; the concept bank's "
+                "rubrics treat them as red flags."))
         cells.append(new_markdown_cell(f"## {q.name} {q.title}\n{q.prompt} *({q.topic})*"))
         g = new_code_cell(_graded_source(q))
         g.metadata["tags"] = ["graded"]
@@ -90,7 +101,10 @@ def notebook(stem: str, setup_source: str):
         cells.append(new_markdown_cell(
             "## System design\nSketch your answer first (numbers, assumptions, what you would "
             "measure); the worked answer is computed by the library."))
-        for question, call in extra["design"]:
+        from .drills.mock import DESIGNS
+
+        for key in extra["design"]:
+            question, call = DESIGNS[key]
             cells.append(new_markdown_cell(f"### {question}"))
             c = new_code_cell(f"# BEGIN SOLUTION\nnbtools.md({call})\n"
                               "# STUB: pass  # your estimate: write it here or on paper\n"
@@ -101,8 +115,9 @@ def notebook(stem: str, setup_source: str):
 
         table = concepts()
         cells.append(new_markdown_cell(
-            "## Concepts\nAnswer aloud or in writing first, then open the model answer and score "
-            "yourself against its rubric."))
+            "## Concepts\nAnswer aloud or in writing first, then open the model answers (three "
+            "depths) and score yourself 0-3 on the rubric. The whole bank is on the "
+            "[concept bank](../book/concept_bank.ipynb) page."))
         for k in extra["concepts"]:
             cells.append(new_markdown_cell(f"### {table[k][0]}"))
             cells.append(new_code_cell(f"drills.reveal({k!r})"))

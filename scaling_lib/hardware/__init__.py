@@ -16,6 +16,7 @@ from .internals import (  # noqa: F401
     TPUInternals,
     chip_flops_per_s,
     padding_efficiency,
+    systolic_clocks,
     wave_efficiency,
 )
 from .chips import (  # noqa: F401
@@ -47,4 +48,4 @@ from .clusters import (  # noqa: F401
     wraparound,
 )
 
-__all__ = ['ACCELERATORS', 'Accelerator', 'Cluster', 'GPUInternals', 'GPU_TIMELINE', 'KINDS', 'LLAMA3_N_GPUS', 'LLAMA3_OVERSUBSCRIPTION', 'LLAMA3_POD_GPUS', 'Link', 'MemoryLevel', 'TOPOLOGIES', 'TPUInternals', 'TPU_2D_FULL_AXIS', 'TPU_CUBE_SIDE', 'chip_flops_per_s', 'cluster', 'cluster_names', 'get', 'get_cluster', 'ici_max_hops', 'names', 'padding_efficiency', 'tensor_core_speedup', 'torus_shape', 'tpu_slice', 'training_dtype', 'wave_efficiency', 'with_changes', 'wraparound']
+__all__ = ['ACCELERATORS', 'Accelerator', 'Cluster', 'GPUInternals', 'GPU_TIMELINE', 'KINDS', 'LLAMA3_N_GPUS', 'LLAMA3_OVERSUBSCRIPTION', 'LLAMA3_POD_GPUS', 'Link', 'MemoryLevel', 'TOPOLOGIES', 'TPUInternals', 'TPU_2D_FULL_AXIS', 'TPU_CUBE_SIDE', 'chip_flops_per_s', 'cluster', 'cluster_names', 'get', 'get_cluster', 'ici_max_hops', 'names', 'padding_efficiency', 'systolic_clocks', 'tensor_core_speedup', 'torus_shape', 'tpu_slice', 'training_dtype', 'wave_efficiency', 'with_changes', 'wraparound']

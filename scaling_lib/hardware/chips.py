@@ -178,8 +178,10 @@ _TPU_INSIDE = {
 # Largest slice (chips on one ICI network, one job) per TPU generation, Google Cloud TPU docs:
 # v5e and v6e slices go up to 16x16 = 256 chips, a whole pod; v5p "the largest job that can be
 # scheduled is a 96 cube (6144 chip) job", shape 16x16x24, out of an 8,960-chip pod, and
-# multislice (slices joined over DCN) reaches 18,432 chips. v4 is not listed here (no figure found).
-TPU_MAX_SLICE_SHAPE = {"tpu-v5e": (16, 16), "tpu-v6e": (16, 16), "tpu-v5p": (16, 16, 24)}
+# multislice (slices joined over DCN) reaches 18,432 chips. v4: no separate figure found, so its
+# largest slice is taken as its 16x16x16 pod (4,096 chips), which no slice can exceed.
+TPU_MAX_SLICE_SHAPE = {"tpu-v5e": (16, 16), "tpu-v6e": (16, 16), "tpu-v5p": (16, 16, 24),
+                       "tpu-v4": (16, 16, 16)}
 TPU_V5P_MAX_MULTISLICE_CHIPS = 18_432
 
 ACCELERATORS: dict[str, Accelerator] = {
@@ -231,16 +233,21 @@ ACCELERATORS: dict[str, Accelerator] = {
                  link_bytes_per_s=450e9, n_links=18, n_cores=132, year=2024,
                  source=f"{_NV} H200 Tensor Core GPU datasheet (SXM)",
                  internals=_gpu(_H100_INSIDE, _H100_MEM, 141e9, 4.8e12)),
-    # NVIDIA HGX B200 (1000 W) datasheet: 2.25 PF bf16 dense, 4.5 PF fp8, 9 PF fp4 (dense);
-    # 192GB HBM3e at 8 TB/s (about 180GB usable in HGX listings); NVLink 5: 1.8 TB/s both
-    # directions -> 900e9 one-way; 148 SMs.
+    # NVIDIA HGX B200 (1000 W) datasheet, 8 GPUs: 36 PF bf16/fp16 and 18 PF tf32 "with sparsity",
+    # 72 PF fp8/int8 (sparse), 144 PF fp4 (sparse); halved for dense and divided by 8: 2.25e15 bf16,
+    # 1.125e15 tf32, 4.5e15 fp8, 9e15 fp4. DGX B200 datasheet: "1,440GB total GPU memory" and
+    # "64TB/s HBM3e bandwidth" for 8 GPUs -> 180e9 bytes and 8e12 bytes/s per GPU (the B200 chip
+    # carries 192 GB of HBM3e, of which DGX/HGX B200 expose 180 GB). NVLink 5: 1.8 TB/s both
+    # directions per GPU (14.4 TB/s for 8) -> 900e9 one-way. 148 SMs (not in the datasheets; as
+    # widely reported, so `n_cores` is the one B200 figure without an NVIDIA source).
     "b200": _acc("b200", "gpu",
                  {"bf16": 2.25e15, "fp16": 2.25e15, "fp8": 4.5e15, "int8": 4.5e15, "fp4": 9e15,
-                  "tf32": 1.125e15}, 192e9, 8e12,
+                  "tf32": 1.125e15}, 180e9, 8e12,
                  link_bytes_per_s=900e9, n_links=18, n_cores=148, year=2024,
-                 source=f"{_NV} HGX B200 datasheet (1000 W)"),
+                 source=f"{_NV} HGX B200 datasheet (1000 W); DGX B200 datasheet (memory)"),
     # The Blackwell GPU of a GB200 superchip (GB200 NVL72 specification, rack totals / 72, sparsity
-    # figures halved): 180 PF bf16 dense -> 2.5e15; 13.4 TB HBM3e -> 186e9; 576 TB/s -> 8e12;
+    # figures halved): 360 PF bf16 sparse -> 180 PF dense -> 2.5e15 per GPU; 720 PF fp8 sparse ->
+    # 5e15; 1,440 PF fp4 sparse -> 10e15; "up to 13.4 TB HBM3e" -> 186e9; 576 TB/s -> 8e12;
     # NVLink 5 at 1.8 TB/s both directions -> 900e9 one-way, 18 links.
     "gb200": _acc("gb200", "gpu",
                   {"bf16": 2.5e15, "fp16": 2.5e15, "fp8": 5e15, "int8": 5e15, "fp4": 10e15,

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..units import (MAX_DEVICES, _brief, check_choice, check_int, check_positive,
                      divisors)
-from .chips import Accelerator, get
+from .chips import TPU_MAX_SLICE_SHAPE, Accelerator, get
 
 # ---- Links and clusters -----------------------------------------------------------------------
 
@@ -331,6 +331,11 @@ def ici_max_hops(shape, wrap=None) -> int:
 def tpu_slice(accelerator, shape, **overrides) -> Cluster:
     """One ICI-connected TPU slice of ``shape`` chips (a torus), with DCN to the outside.
 
+    A slice is at most the largest single slice Google documents for the generation
+    (``chips.TPU_MAX_SLICE_SHAPE``: v5e and v6e 16x16, v5p 16x16x24 = 6,144 chips; v4 its
+    16x16x16 pod), axis by axis once both shapes are sorted; a larger job is a multislice joined
+    over DCN, not one slice (ValueError).
+
     >>> s = tpu_slice("tpu-v5e", (4, 8))
     >>> s.n_devices, s.wraparound, s.n_hosts
     (32, (False, False), 4)
@@ -339,6 +344,19 @@ def tpu_slice(accelerator, shape, **overrides) -> Cluster:
     """
     acc = get(accelerator)
     shape = _shape(shape)
+    biggest = TPU_MAX_SLICE_SHAPE.get(acc.name)
+    if biggest is not None and (len(shape) > len(biggest) or any(
+            a > b for a, b in zip(sorted(shape, reverse=True),
+                                  sorted(biggest, reverse=True)))):
+        raise ValueError(
+            f"shape={'x'.join(map(str, shape))} ({math.prod(shape):,} chips) is larger than the "
+            f"largest single {acc.name} slice, {'x'.join(map(str, biggest))} "
+            f"({math.prod(biggest):,} chips); choose a shape within it, or join slices over DCN")
+    return _torus(acc, shape, overrides)
+
+
+def _torus(acc, shape, overrides) -> Cluster:
+    """A torus of ``shape`` chips of ``acc`` with its wraparound (no size check: pods use it)."""
     fixed = sorted({"torus_shape", "wraparound", "devices_per_node"} & set(overrides))
     if fixed:
         raise ValueError(f"{', '.join(fixed)} follow from the slice's shape; pass shape= only")
@@ -381,7 +399,8 @@ _CLUSTER_PRESETS = {
     "gb200-nvl72": lambda: cluster("gb200", 72, name="GB200 NVL72", source=_NVL72),
     "tpu-v4-pod": lambda: tpu_slice("tpu-v4", (16, 16, 16), name="TPU v4 pod"),
     "tpu-v5e-pod": lambda: tpu_slice("tpu-v5e", (16, 16), name="TPU v5e pod"),
-    "tpu-v5p-pod": lambda: tpu_slice("tpu-v5p", (16, 20, 28), name="TPU v5p pod"),
+    # a v5p pod (8,960 chips) is larger than its largest single slice (6,144): a pod, not a slice
+    "tpu-v5p-pod": lambda: _torus(get("tpu-v5p"), (16, 20, 28), {"name": "TPU v5p pod"}),
     "tpu-v6e-pod": lambda: tpu_slice("tpu-v6e", (16, 16), name="TPU v6e pod"),
     "llama3-24k": _llama3_24k,
 }

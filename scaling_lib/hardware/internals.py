@@ -90,6 +90,27 @@ def padding_efficiency(dim, multiple):
     return scalar_or_array(d / (np.ceil(d / m) * m))
 
 
+def systolic_clocks(n_rows, size):
+    """Clocks for ``n_rows`` input rows to pass through a ``size`` x ``size`` weight-stationary
+    systolic array, from the first row entering to the last result leaving: n + 2 (size - 1).
+
+    Row r reaches cell (k, j) (row k, column j of the grid) at clock r + k + j: one clock per
+    cell to the right and one per cell down. The last row, r = n - 1, leaves the far corner
+    (size - 1, size - 1) at clock n - 1 + 2 (size - 1), so the array is busy n + 2 (size - 1)
+    clocks for n * size^2 multiply-adds; the 2 (size - 1) are filling and draining. A real MXU
+    overlaps one tile's drain with the next tile's fill, so this is the cost of an isolated
+    tile. Broadcasts over arrays.
+
+    >>> int(systolic_clocks(128, 128)), int(systolic_clocks(4, 4))
+    (382, 10)
+
+    See: Chapter 3, "The MXU is a systolic array".
+    """
+    n = check_positive("n_rows", n_rows)
+    s = check_positive("size", size)
+    return scalar_or_array(n + 2.0 * (s - 1))
+
+
 @dataclass(frozen=True)
 class GPUInternals:
     """What is inside an NVIDIA GPU: its SMs, their cores, clocks and memory hierarchy.
@@ -151,6 +172,11 @@ class TPUInternals:
     vmem_bytes: float = math.nan
     source: str = ""
     vmem_bytes_per_s: float = math.nan
+    # The VPU works on vector registers (VREGs) of sublanes x lanes 32-bit words: 8 x 128 on every
+    # generation here (Google Cloud TPU v6e page: "a 128x8 vector processing unit (VPU) with 128
+    # lanes x 8 sublanes"; Austin et al., "How to Scale Your Model", part 2, for the others).
+    vpu_sublanes: int = 8
+    vpu_lanes: int = 128
 
     @property
     def n_mxus(self) -> int:
@@ -297,3 +323,11 @@ def occupancy(registers_per_thread, smem_bytes_per_block=0, threads_per_block=25
     limiter = min(by, key=lambda k: (by[k], list(by).index(k)))
     warps = blocks * w
     return Occupancy(blocks, warps, warps / lim.max_warps, limiter, by)
+
+
+# Blackwell (B200, GB200) tensor memory: a per-SM memory next to the fifth-generation tensor cores
+# that holds MMA accumulators instead of registers. NVIDIA PTX ISA, "Tensor Memory" (tcgen05): 128
+# lanes x 512 columns of 32-bit cells per CTA's SM, so 128 * 512 * 4 bytes = 256 KiB.
+TMEM_LANES = 128
+TMEM_COLUMNS = 512
+TMEM_BYTES_PER_SM = TMEM_LANES * TMEM_COLUMNS * 4

@@ -50,8 +50,10 @@ from ..units import _brief, check_int, check_positive, divisors
 from .comms import Comm, element_bytes, params_per_device
 from . import rules as _rules
 from .plan import ParallelPlan, check_step_args
-from .routing import (MAX_LOGITS, _moe_cfg, _scalar, capacity, dropped_tokens,  # noqa: F401
-                      expert_loads, imbalance, keep_mask, route, tokens_per_expert, toy_router)
+from .routing import (MAX_LOGITS, _moe_cfg, _scalar, bias_update, biased_route,  # noqa: F401
+                      capacity, dropped_tokens, expert_loads, imbalance, keep_mask,
+                      load_balance_loss, route, router_z_loss, tokens_per_expert, toy_logits,
+                      toy_router)
 
 
 DISPATCH = ("ragged", "padded")  # how a dropless layer's AllToAll sends (module docstring)

@@ -160,8 +160,15 @@ def schedule(pp, m, *, v=1, kind="1f1b", t_fwd=1.0, t_bwd=2.0, t_p2p=0.0) -> np.
     tf = _stage_times("t_fwd", t_fwd, p) / v
     tb = _stage_times("t_bwd", t_bwd, p) / v
     tc = float(_check_time("t_p2p", t_p2p, allow_zero=True))
-    n_virtual = p * v
     queues = [_order(p, m, s, v, kind) for s in range(p)]
+    return _simulate(queues, p, v, {"F": tf, "B": tb}, tc, f"the {kind} order")
+
+
+def _simulate(queues, p, v, times, tc, what):
+    """Run each device's queue of (op, micro, chunk) one at a time, each op as soon as the device
+    is free and its inputs are done: F needs F on the previous virtual stage; B needs this
+    stage's F and the next virtual stage's B; W (a weight gradient) needs this stage's B."""
+    n_virtual = p * v
     pos = [0] * p
     free = [0.0] * p
     done: dict = {}  # (op, micro, virtual stage) -> (device, end)
@@ -179,11 +186,13 @@ def schedule(pp, m, *, v=1, kind="1f1b", t_fwd=1.0, t_bwd=2.0, t_p2p=0.0) -> np.
                 deps.append(("F", i, k))
                 if k < n_virtual - 1:
                     deps.append(("B", i, k + 1))
+            if op == "W":
+                deps.append(("B", i, k))
             if any(d not in done for d in deps):
                 break  # woken again when the missing input is done
             ready = max([free[s]] + [done[d][1] + (tc if done[d][0] != s else 0.0)
                                      for d in deps])
-            end = ready + (tf[s] if op == "F" else tb[s])
+            end = ready + times[op][s]
             rows.append((s, i, c, op, ready, end))
             done[(op, i, k)] = (s, end)
             free[s] = end
@@ -194,10 +203,44 @@ def schedule(pp, m, *, v=1, kind="1f1b", t_fwd=1.0, t_bwd=2.0, t_p2p=0.0) -> np.
                 todo.append((k + 1) % p)
             if op == "B" and k > 0:
                 todo.append((k - 1) % p)
-    if len(rows) != 2 * m * n_virtual:  # cannot happen for the orders above
-        raise ValueError(f"the {kind} order deadlocks for pp={p}, m={m}, v={v}")
+    if len(rows) != sum(len(q) for q in queues):  # cannot happen for the orders here
+        raise ValueError(f"{what} deadlocks for pp={p}, v={v}")
     ev = np.array(rows, dtype=EVENT_DTYPE)
     return ev[np.lexsort((ev["stage"], ev["start"]))]
+
+
+def split_backward_schedule(pp, m, *, t_fwd=1.0, t_input_grad=1.0, t_weight_grad=1.0,
+                            t_p2p=0.0) -> np.ndarray:
+    """A 1F1B timeline with each backward split into B (the input's gradient, which the previous
+    stage waits for) and W (the weights' gradient, which nobody waits for), after Qi et al.
+    2023's ZB-H1: stage s runs 1F1B's order of F and B, and delays each W by s backward passes
+    (all of them to the end in the drain), so the B's travel back up the pipeline without waiting
+    for W's and the W's fill the gaps. Each stage holds no more micro-batches than under 1F1B
+    (p - s on stage s; W is what frees them). A static order: it recovers most of ZB-H1's saving, not all
+    (the paper's bubble is (p-1)(t_F + t_B - t_W); its scheduler also places W's by timing).
+
+    >>> ev = split_backward_schedule(4, 8)
+    >>> sorted(set(ev["op"].tolist())), peak_in_flight(ev).tolist()
+    (['B', 'F', 'W'], [4.0, 3.0, 2.0, 1.0])
+    """
+    p, m, _ = _check_schedule_args(pp, m, 1, "1f1b")
+    times = {"F": _stage_times("t_fwd", t_fwd, p),
+             "B": _stage_times("t_input_grad", t_input_grad, p),
+             "W": _stage_times("t_weight_grad", t_weight_grad, p)}
+    tc = float(_check_time("t_p2p", t_p2p, allow_zero=True))
+    queues = []
+    for s in range(p):
+        warm = min(p - s - 1, m)
+        q, pending = [("F", i, 0) for i in range(warm)], []
+        for j in range(m - warm):
+            q += [("F", warm + j, 0), ("B", j, 0)]
+            pending.append(j)
+            if len(pending) > s:  # W of the micro-batch s backward passes ago
+                q.append(("W", pending.pop(0), 0))
+        q += [("B", j, 0) for j in range(m - warm, m)]
+        q += [("W", j, 0) for j in pending + list(range(m - warm, m))]
+        queues.append(q)
+    return _simulate(queues, p, 1, times, tc, "the split-backward order")
 
 
 def _check_events(events):
@@ -230,7 +273,8 @@ def bubble_fraction(events, *, relative_to="step") -> float:
 
 def in_flight(events) -> tuple[np.ndarray, np.ndarray]:
     """(times, held) where held[s, j] is the micro-batches whose activations stage s keeps
-    just after times[j]: forwards ended minus backwards ended, a chunk counting 1/v."""
+    just after times[j]: forwards ended minus backwards ended, a chunk counting 1/v (with a split
+    backward, :func:`split_backward_schedule`, the weight gradient W is what frees them)."""
     ev = _check_events(events)
     p = int(ev["stage"].max()) + 1
     v = int(ev["chunk"].max()) + 1
@@ -242,7 +286,8 @@ def in_flight(events) -> tuple[np.ndarray, np.ndarray]:
     for s in range(p):
         e = ev[ev["stage"] == s]
         f_end = np.sort(e["end"][e["op"] == "F"])
-        b_end = np.sort(e["end"][e["op"] == "B"])
+        last = "W" if (e["op"] == "W").any() else "B"  # the activations live until W
+        b_end = np.sort(e["end"][e["op"] == last])
         held[s] = (np.searchsorted(f_end, times, side="right")
                    - np.searchsorted(b_end, times, side="right")) / v
     return times, held

@@ -3,7 +3,9 @@
 The routing half of :mod:`~scaling_lib.parallelism.expert` (which re-exports every name here):
 each token's router scores pick its top k of E experts; with a capacity factor c an expert takes
 at most C = min(⌈c·k·n/E⌉, n) tokens of a routing group of n, first choices first, and drops the
-rest; the layer waits for its busiest expert (:func:`imbalance`).
+rest; the layer waits for its busiest expert (:func:`imbalance`). Keeping routers balanced:
+Switch's auxiliary loss (:func:`load_balance_loss`), ST-MoE's router z-loss
+(:func:`router_z_loss`) and DeepSeek-V3's bias update (:func:`bias_update`, :func:`biased_route`).
 
 See: the chapter "Expert parallelism and mixtures of experts".
 """
@@ -64,13 +66,7 @@ def route(logits, k):
     >>> route(np.array([[0.0, 2.0, 1.0]]), 2)[0].tolist()
     [[1, 2]]
     """
-    try:
-        z = np.asarray(logits, dtype=float)
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"logits={_brief(logits)} must be a [n_tokens, E] array of numbers") \
-            from None
-    if z.ndim != 2 or not z.size or not np.isfinite(z).all():
-        raise ValueError(f"logits must be a finite [n_tokens, E] array, got shape {z.shape}")
+    z = _logits(logits)
     k = check_int("k", k, maximum=z.shape[1])
     if k < z.shape[1]:  # the k largest (in no order), then sorted: ties go to the lower index
         chosen = np.argpartition(-z, k - 1, axis=1)[:, :k]
@@ -82,6 +78,88 @@ def route(logits, k):
     top = np.take_along_axis(z, experts, axis=1)
     g = np.exp(top - top[:, :1])
     return experts, g / g.sum(axis=1, keepdims=True)
+
+
+def _logits(logits):
+    try:
+        z = np.asarray(logits, dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"logits={_brief(logits)} must be a [n_tokens, E] array of numbers") \
+            from None
+    if z.ndim != 2 or not z.size or not np.isfinite(z).all():
+        raise ValueError(f"logits must be a finite [n_tokens, E] array, got shape {z.shape}")
+    return z
+
+
+def load_balance_loss(logits, k=1, *, alpha=0.01) -> float:
+    """Switch Transformer's auxiliary loss, α·E·Σ_i f_i·P_i, of a [n, E] array of router logits.
+
+    f_i: the share of the k·n assignments that top-k routing sends to expert i (a count: no
+    gradient); P_i: the router's softmax probability of expert i averaged over the n tokens (the
+    differentiable part). Both sum to 1; perfectly balanced, f_i = P_i = 1/E and the loss is α,
+    its minimum when either is uniform. Fedus et al. 2022, eq. 4 (α = 0.01 there); top-k with
+    f counted over all k choices, as Megatron-Core and Hugging Face's Mixtral do.
+
+    >>> round(load_balance_loss(np.zeros((4, 8)), 2), 6)   # uniform router: alpha
+    0.01
+    """
+    z = _logits(logits)
+    E = z.shape[1]
+    alpha = check_positive("alpha", alpha, allow_zero=True)
+    f = expert_loads(route(z, k)[0], E) / (z.shape[0] * check_int("k", k, maximum=E))
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    P = (p / p.sum(axis=1, keepdims=True)).mean(axis=0)
+    return float(alpha * E * np.sum(f * P))
+
+
+def router_z_loss(logits, *, coef=1e-3) -> float:
+    """ST-MoE's router z-loss, coef · mean over tokens of (log Σ_j e^{z_j})², which keeps the
+    router's logits small (large logits make the softmax's exponentials overflow in bf16 and
+    destabilise training). Zoph et al. 2022, eq. 5 (coef = 1e-3 there).
+
+    >>> round(router_z_loss(np.zeros((2, 4))) * 1e3, 4)   # log(4)² = 1.9218
+    1.9218
+    """
+    z = _logits(logits)
+    coef = check_positive("coef", coef, allow_zero=True)
+    top = z.max(axis=1)
+    lse = top + np.log(np.exp(z - top[:, None]).sum(axis=1))
+    return float(coef * np.mean(lse ** 2))
+
+
+def biased_route(logits, bias, k):
+    """DeepSeek-V3's auxiliary-loss-free routing: pick the top k of logits + bias (a [E]
+    per-expert bias), but weight the chosen experts by the softmax of their *unbiased* logits,
+    so the bias steers which experts are chosen without changing what they output.
+    Returns (experts [n, k], gates [n, k]).
+
+    >>> biased_route(np.array([[0.0, 2.0, 1.0]]), np.array([3.0, 0.0, 0.0]), 1)[0].tolist()
+    [[0]]
+    """
+    z = _logits(logits)
+    b = np.asarray(bias, dtype=float)
+    if b.shape != (z.shape[1],) or not np.isfinite(b).all():
+        raise ValueError(f"bias of shape {b.shape} must be a finite [E] array, E={z.shape[1]}")
+    experts, _ = route(z + b, k)
+    top = np.take_along_axis(z, experts, axis=1)
+    g = np.exp(top - top.max(axis=1, keepdims=True))
+    return experts, g / g.sum(axis=1, keepdims=True)
+
+
+def bias_update(bias, loads, *, gamma=0.001):
+    """One step of DeepSeek-V3's bias update: b_i - γ·sign(load_i - mean load), lowering the
+    bias of overloaded experts and raising that of underloaded ones (DeepSeek-AI 2024, section
+    2.1.2; γ = 0.001 for most of its training).
+
+    >>> bias_update(np.zeros(3), np.array([5, 1, 3]), gamma=0.1).tolist()
+    [-0.1, 0.1, 0.0]
+    """
+    b = np.asarray(bias, dtype=float)
+    loads = np.asarray(loads, dtype=float)
+    if b.ndim != 1 or loads.shape != b.shape:
+        raise ValueError(f"bias {b.shape} and loads {loads.shape} must be two [E] arrays")
+    gamma = check_positive("gamma", gamma, allow_zero=True)
+    return b - gamma * np.sign(loads - loads.mean())
 
 
 def toy_router(n, E, k, *, skew=0.0, seed=0):
@@ -105,8 +183,24 @@ def toy_router(n, E, k, *, skew=0.0, seed=0):
         raise ValueError(f"n={n} tokens, E={E}, k={k}: the toy router draws at most "
                          f"{MAX_LOGITS:,} logits (n·E) and {MAX_LOGITS // 4:,} choices (n·k); "
                          "route fewer tokens (a sample is enough)")
+    return route(toy_logits(n, E, k, skew=skew, seed=seed), k)[0]
+
+
+def toy_logits(n, E, k=1, *, skew=0.0, seed=0) -> np.ndarray:
+    """The [n, E] logits :func:`toy_router` routes: N(0, 1) per token and expert plus a fixed
+    per-expert bias skew · N(0, 1) (the same draw for the same n, E, k, skew and seed).
+
+    >>> toy_logits(4, 8, 2, seed=1).shape
+    (4, 8)
+    """
+    n, E = check_int("n", n), check_int("E", E)
+    k, seed = check_int("k", k, maximum=E), check_int("seed", seed, minimum=0)
+    skew = check_positive("skew", skew, allow_zero=True)
+    if n * E > MAX_LOGITS:
+        raise ValueError(f"n={n} tokens, E={E}: at most {MAX_LOGITS:,} logits (n·E); route "
+                         "fewer tokens (a sample is enough)")
     rng = np.random.default_rng([seed, n, E, k])
-    return route(rng.standard_normal((n, E)) + skew * rng.standard_normal(E), k)[0]
+    return rng.standard_normal((n, E)) + skew * rng.standard_normal(E)
 
 
 def keep_mask(experts, E, C):

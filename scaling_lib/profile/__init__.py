@@ -22,7 +22,7 @@ See: Chapter "Profiling JAX programs".
 
 The package, one concept per module (every name is also importable from here):
 :mod:`.hlo` (reading HLO text), :mod:`.compiled` (compiling, XLA's cost and memory estimates),
-:mod:`.trace` (reading traces), :mod:`.table` (per-op aggregation), :mod:`.run`
+:mod:`.trace` (reading traces), :mod:`.overlap` (async collectives' -start/-done pairs), :mod:`.table` (per-op aggregation), :mod:`.run`
 (:func:`profile`) and :mod:`.bounds` (against the roofline).
 """
 
@@ -43,11 +43,12 @@ from .hlo import (
     _split_call,
     hlo_ops,
 )
+from .overlap import async_collectives
 from .run import Profile, profile
 from .table import op_table, slowest_op
 from .trace import OpEvent, _trace_file, parse_trace_events, read_trace
 
-__all__ = ["Cost", "ELEMENTWISE_OPCODES", "HloOp", "Memory", "OpEvent", "Profile",
+__all__ = ["Cost", "async_collectives", "ELEMENTWISE_OPCODES", "HloOp", "Memory", "OpEvent", "Profile",
            "TRANSCENDENTAL_OPCODES", "bound", "compile_fn", "cost_analysis", "hlo_ops",
            "memory_analysis", "op_roofline", "op_table", "parse_trace_events", "profile",
            "read_trace", "roofline_time", "slowest_op"]

@@ -1,6 +1,7 @@
 """Serving: one home per serving quantity, one module per concern.
 
-- :mod:`.estimator`: latency, throughput, memory and cost of a deployment (:func:`estimate`);
+- :mod:`.estimator`: latency, throughput, memory and cost of a deployment (:func:`estimate`),
+  and one chunked-prefill iteration (:func:`mixed_step_parts`);
 - :mod:`.sizing`: the smallest device count, the best batch, the decode step's parts, where
   tensor parallelism turns communication-bound, the prefill:decode ratio, speculative speed-up,
   the Pareto mask;

@@ -41,7 +41,8 @@ from ..units import (_brief, check_choice, check_count, check_fraction, check_in
 __all__ = ["kv_blocks", "allocate_kv_blocks", "kv_waste", "expected_tokens_per_step",
            "ici_bytes_per_s", "hbm_ici_ratio", "model_parallel_limit", "model_parallel_times",
            "weight_stationary_comm_time", "best_2d_split", "kv_cache_layout",
-           "freed_tokens_per_step", "speculative_break_even_cost", "chunked_prefill"]
+           "freed_tokens_per_step", "speculative_break_even_cost", "chunked_prefill",
+           "ridge_chunk_tokens"]
 
 
 def _lengths(lengths):
@@ -302,24 +303,65 @@ def freed_tokens_per_step(batch, prompt_len, gen_len):
     return _out(B * (P + G) / G)
 
 
-def chunked_prefill(prompt_len, chunk_tokens, decode_step_time, prefill_time_per_token):
-    """(TTFT, step time) when a P-token prompt is prefilled in chunks next to a running decode.
+def chunked_prefill(cfg, accelerator, tp, *, prompt_len, chunk_tokens, batch, context, pp=1,
+                    dtype="bf16", kv_dtype=None, prefill_mfu=0.4):
+    """(TTFT, step time) when a P-token prompt joins ``batch`` running sequences in chunks.
 
-    Each iteration runs one decode step for the running batch plus a prefill chunk of c tokens
-    (Agrawal et al., Sarathi-Serve, OSDI 2024): the step grows to t_dec + c·t_tok, and the new
-    request's first token comes after ⌈P/c⌉ such iterations. Unchunked (c >= P), the running
-    requests see one stall of t_dec + P·t_tok instead. A smaller chunk keeps the others' time
-    per token low and delays the new request's first token. Broadcasts over ``chunk_tokens``.
+    Each iteration runs the running batch's decode tokens and one chunk of c prompt tokens as
+    one batch (Agrawal et al., Sarathi-Serve, OSDI 2024): the weights are read once for all of
+    them, so the iteration costs :func:`scaling_lib.serving.estimator.mixed_step_parts`, not a
+    decode step plus a separate prefill. The new request's first token comes after ⌊P/c⌋ full
+    iterations and one with the remaining P mod c tokens; the running sequences see every
+    iteration as their time per output token. Unchunked (c >= P) they stall once for the whole
+    prompt. Broadcasts over ``chunk_tokens``.
 
-    >>> ttft, step = chunked_prefill(8192, 512, 0.01, 1e-5)
-    >>> round(ttft, 3), round(step, 4)  # 16 iterations of 10 ms + 5.12 ms
-    (0.242, 0.0151)
+    >>> ttft, step = chunked_prefill("llama3-70b", "h100", 8, prompt_len=8192, chunk_tokens=512,
+    ...                              batch=64, context=1152)
+    >>> round(float(ttft), 3), round(float(step) * 1e3, 1)  # 16 iterations of 30.9 ms
+    (0.494, 30.9)
 
     See: Chapter "Serving at scale", "Chunked prefill".
     """
+    from .estimator import mixed_step_parts
+
     P = check_count("prompt_len", prompt_len)
-    c = np.minimum(check_count("chunk_tokens", chunk_tokens), P)
-    td = check_positive("decode_step_time", decode_step_time, allow_zero=True)
-    tt = check_positive("prefill_time_per_token", prefill_time_per_token)
-    step = td + c * tt
-    return _out(np.ceil(P / c) * step), _out(step)
+    c = np.minimum(np.asarray(check_count("chunk_tokens", chunk_tokens), dtype=float), P)
+    kw = dict(decode_batch=batch, context=context, prompt_len=P, pp=pp, dtype=dtype,
+              kv_dtype=kv_dtype, prefill_mfu=prefill_mfu)
+    step = np.asarray(mixed_step_parts(cfg, accelerator, tp, prefill_tokens=c, **kw)["time"])
+    rest = P - np.floor(P / c) * c
+    last = np.asarray(mixed_step_parts(cfg, accelerator, tp, prefill_tokens=rest, **kw)["time"])
+    ttft = np.floor(P / c) * step + np.where(rest > 0, last, 0.0)
+    return _out(ttft), _out(step)
+
+
+def ridge_chunk_tokens(cfg, accelerator, tp, *, batch, context, prompt_len, pp=1, dtype="bf16",
+                       kv_dtype=None, prefill_mfu=0.4) -> float:
+    """The chunk c at which a mixed iteration's compute time equals its memory time.
+
+    Below it the decode batch leaves the device waiting on HBM and a chunk's FLOPs hide under
+    the weight read (the iteration is barely slower than a decode step); above it every prompt
+    token adds its full FLOP time. From :func:`scaling_lib.serving.estimator.mixed_step_parts`,
+    both terms linear in c:
+
+        c* = (memory(0) - compute(0)) / (d compute/dc - d memory/dc)
+
+    0 when the decode batch alone is already compute-bound. The communication is left out of
+    the balance (it grows with c on either side).
+
+    >>> round(ridge_chunk_tokens("llama3-70b", "h100", 8, batch=64, context=1152,
+    ...                          prompt_len=8192))
+    104
+
+    See: Chapter "Serving at scale", "Chunked prefill".
+    """
+    from .estimator import mixed_step_parts
+
+    kw = dict(decode_batch=batch, context=context, prompt_len=prompt_len, pp=pp, dtype=dtype,
+              kv_dtype=kv_dtype, prefill_mfu=prefill_mfu)
+    p0 = mixed_step_parts(cfg, accelerator, tp, prefill_tokens=0, **kw)
+    p1 = mixed_step_parts(cfg, accelerator, tp, prefill_tokens=1024, **kw)
+    slope = (float(p1["compute"]) - float(p0["compute"])
+             - float(p1["memory"]) + float(p0["memory"])) / 1024
+    gap = float(p0["memory"]) - float(p0["compute"])
+    return max(gap / slope, 0.0) if slope > 0 else float("inf")

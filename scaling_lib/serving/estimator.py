@@ -43,7 +43,8 @@ from ..units import (_brief, check_choice, check_count, check_fraction, check_in
                      dtype_bytes, scalar_or_array as _out)
 from . import layout as _layout
 
-__all__ = ["ServeEstimate", "estimate", "comm_link", "compute_dtype", "DEFAULT_CHUNK_TOKENS"]
+__all__ = ["ServeEstimate", "estimate", "comm_link", "compute_dtype", "DEFAULT_CHUNK_TOKENS",
+           "mixed_step_parts"]
 
 # Token budget of one chunked-prefill iteration: Sarathi-Serve's larger budget (Agrawal et al.,
 # "Taming Throughput-Latency Tradeoff in LLM Inference with Sarathi-Serve", OSDI 2024, evaluates
@@ -160,13 +161,8 @@ def _evaluate(c, acc, lay, B, P, G, dtype, kv_dtype, mfu, chunk, cuda_graphs):
     else:
         ride = bm * P / G                                    # prompt tokens per round
         n_it = np.maximum(np.ceil((bm + ride) / chunk), 1)
-        f_ride = f_seq * bm / G
-        r_math = np.asarray(dec["compute"]) + f_ride / (tp * peak * mfu)
-        r_mem = np.asarray(dec["memory"]) + (n_it - 1) * w_read / (tp * W)             + r * transformer.kv_cache_bytes(c, 1, 1, kv_dtype) * ride / (tp * W)
-        per_it = (bm + ride) / n_it
-        r_rest = n_it * (inference.tp_decode_comm_time(c, per_it, tp, accelerator=acc, dtype=act)
-                         + inference.pipeline_send_time(c, per_it, tp, pp, acc, dtype=act))
-        t_round = np.maximum(np.maximum(r_math, r_mem) + r_rest, n_it * t_launch)
+        t_round = _mixed(c, acc, tp, pp, bm, S, ride, P, dtype, kv_dtype, mfu, cuda_graphs,
+                         n_it, dec)["time"]
         tokens_per_s = np.asarray(B, dtype=float) / t_round
     # ---- memory per device
     Bmax = np.ceil(Br)
@@ -188,6 +184,77 @@ def _evaluate(c, acc, lay, B, P, G, dtype, kv_dtype, mfu, chunk, cuda_graphs):
                                      communication=np.asarray(dec["communication"])
                                      + dec["pipeline"])),
         ok=Br >= 1)
+
+
+def _mixed(c, acc, tp, pp, b, S, ride, P, dtype, kv_dtype, mfu, cuda_graphs, n_it=1, dec=None):
+    """Parts of n_it iterations that together run b decode tokens and ``ride`` prompt tokens
+    (each iteration reads the weights once; the decode parts come from the one home)."""
+    act = inference.compute_dtype(acc, dtype)
+    peak = acc.peak_flops_per_s(act)
+    W = acc.hbm_bytes_per_s
+    r = inference.kv_replication(c, tp)
+    if dec is None:
+        dec = inference.decode_step_parts(c, b, S, acc, tp * pp, dtype, kv_dtype, tp=tp, pp=pp,
+                                          launch=True, cuda_graphs=cuda_graphs)
+    f_seq = transformer.forward_flops(c, 1, P, causal=True)  # one prompt, causal attention
+    w_read = inference.weight_bytes_read(c, dtype)
+    r_math = np.asarray(dec["compute"]) + f_seq * ride / P / (tp * peak * mfu)
+    r_mem = (np.asarray(dec["memory"]) + (n_it - 1) * w_read / (tp * W)
+             + r * transformer.kv_cache_bytes(c, 1, 1, kv_dtype) * ride / (tp * W))
+    per_it = (b + ride) / n_it
+    r_rest = n_it * (inference.tp_decode_comm_time(c, per_it, tp, accelerator=acc, dtype=act)
+                     + inference.pipeline_send_time(c, per_it, tp, pp, acc, dtype=act))
+    t_launch = n_it * inference.launch_time(c, pp=pp, cuda_graphs=cuda_graphs)
+    time = np.maximum(np.maximum(r_math, r_mem) + r_rest, t_launch)
+    return {"compute": r_math, "memory": r_mem, "communication": r_rest, "launch": t_launch,
+            "time": time}
+
+
+def mixed_step_parts(cfg, accelerator, tp, *, decode_batch, context, prefill_tokens, prompt_len,
+                     pp=1, dtype="bf16", kv_dtype=None, prefill_mfu=0.4,
+                     cuda_graphs=True) -> Breakdown:
+    """One chunked-prefill iteration: ``decode_batch`` decode tokens and ``prefill_tokens``
+    prompt tokens (a chunk of a ``prompt_len``-token prompt) go through the model together.
+
+    The weights are read once for all b + c tokens (what makes a chunk ride along cheaply):
+
+        compute       = F_decode(b, S)/(tp·C) + c · F_prefill(P)/P / (tp·C·mfu)
+        memory        = (weights + b·KV(S)·r + c·KV(1)·r) / (tp·W_hbm)
+        communication = 2L + 1 all-reduces (and pp sends) of b + c tokens
+        time          = max(max(compute, memory) + communication, launch)
+
+    with the decode terms from :func:`scaling_lib.inference.decode_step_parts` (the one home of
+    the time per output token) and the prompt's FLOPs at ``prefill_mfu`` of peak (the same
+    convention as :func:`estimate`'s TTFT). While memory > compute the chunk's FLOPs hide under
+    the weight read; the chunk that makes them equal puts the mixed batch at the ridge point
+    (:func:`scaling_lib.serving.engine.ridge_chunk_tokens`). Broadcasts over ``prefill_tokens``
+    and ``decode_batch``. (Agrawal et al., Sarathi-Serve, OSDI 2024.)
+
+    Returns a Breakdown (seconds): "compute", "memory", "communication", "launch", "time".
+
+    >>> p = mixed_step_parts("llama3-70b", "h100", 8, decode_batch=64, context=1152,
+    ...                      prefill_tokens=256, prompt_len=8192)
+    >>> round(p["memory"] * 1e3, 2), round(p["compute"] * 1e3, 2), round(p["time"] * 1e3, 2)
+    (6.09, 13.26, 16.75)
+
+    See: Chapter "Serving at scale", "Chunked prefill".
+    """
+    c = models.get(cfg)
+    acc = hardware.get(accelerator)
+    t = _layout.check_tp(c, tp)
+    p = _layout._check_pp(c, pp)
+    b = check_count("decode_batch", decode_batch)
+    S = check_count("context", context)
+    P = check_count("prompt_len", prompt_len)
+    ride = np.asarray(check_positive("prefill_tokens", prefill_tokens, allow_zero=True),
+                      dtype=float)
+    mfu = check_fraction("prefill_mfu", prefill_mfu)
+    kv_dtype = kv_dtype or dtype
+    if np.ndim(S) or np.ndim(P):
+        raise ValueError(f"context={_brief(context)} and prompt_len={_brief(prompt_len)} must be "
+                         "single numbers")
+    parts = _mixed(c, acc, t, p, b, S, ride, P, dtype, kv_dtype, mfu, cuda_graphs)
+    return Breakdown({k: _out(v) for k, v in parts.items()}, unit="s")
 
 
 def estimate(cfg, accelerator, n_devices, *, batch, prompt_len, gen_len, dtype="bf16",

@@ -16,11 +16,23 @@ Diagrams are drawn on an opaque white figure, which the book keeps white in its 
 | ZeRO stages | :func:`zero_stages` |
 | DDP, FSDP, pipelines | :func:`ddp_buckets`, :func:`fsdp_prefetch`, :func:`pipeline_schedule` |
 | tensor and sequence splits of a layer | :func:`tensor_parallel_mlp` |
-| context parallelism | :func:`context_chunks`, :func:`ring_attention` |
+| context parallelism | :func:`context_chunks`, :func:`ring_attention`, :func:`ulysses_all_to_all` |
+| pipeline stages; DP under a pipeline; split backward | :func:`pipeline_stages`, :func:`pipeline_dp_overlap`, :func:`split_backward` |
+| router balance (aux loss, bias) | :func:`router_balance` |
+| the groups of a 4-axis mesh | :func:`mesh_axes` |
 | expert dispatch and combine | :func:`expert_dispatch` |
 | inside a chip | :func:`gpu_sm`, :func:`systolic_array`, :func:`memory_hierarchy` |
 | network topologies | :func:`nvswitch_node`, :func:`fat_tree`, :func:`torus` |
+| rooflines and a TensorCore | :func:`roofline_ridge`, :func:`overlap_bounds`, :func:`vpu_layout` |
 | paged KV cache | :func:`paged_kv_cache` |
+| Part II: backward pass, FlashAttention | :func:`backward_matmuls`, :func:`flash_attention_tiles` |
+| Part II: accumulation, MFU, decode reads | :func:`grad_accumulation`, :func:`mfu_ledger`, |
+|   | :func:`batched_decode_reads` |
+| collective matmul, AllToAll resharding, async collectives | :func:`collective_matmul`, |
+|                                                          | :func:`all_to_all_reshard`, :func:`async_trace` |
+| serving: decode reads, chunked prefill, layouts, | :func:`decode_reads`, |
+| disaggregated prefill and decode | :func:`chunked_prefill_timeline`, :func:`serving_layout`, |
+|  | :func:`disaggregated` |
 
 Importing this package imports matplotlib (not pyplot until a figure is made); ``import
 scaling_lib`` never imports it.
@@ -42,9 +54,17 @@ _WHERE = {
     "gpu_sm": "hardware", "systolic_array": "hardware", "memory_hierarchy": "hardware",
     "nvswitch_node": "topology", "fat_tree": "topology", "torus": "topology",
     "paged_kv_cache": "kvcache",
+    "roofline_ridge": "part1", "overlap_bounds": "part1", "vpu_layout": "part1",
+    "backward_matmuls": "part2", "flash_attention_tiles": "part2", "grad_accumulation": "part2",
+    "mfu_ledger": "part2", "batched_decode_reads": "part2",
+    "collective_matmul": "part3", "all_to_all_reshard": "part3", "async_trace": "part3",
+    "pipeline_stages": "part4", "pipeline_dp_overlap": "part4", "ulysses_all_to_all": "part4",
+    "router_balance": "part4", "mesh_axes": "part4", "split_backward": "part4",
     "layer_chunks": "part5", "planning_procedure": "part5", "search_funnel": "part5",
     "holdout_split": "part5", "calibrate_flow": "part5", "checkpoint_timeline": "part5",
     "marginal_gain": "part5", "share_or_srpt": "part5",
+    "decode_reads": "part6", "chunked_prefill_timeline": "part6", "serving_layout": "part6",
+    "disaggregated": "part6",
     "alt_text": "_style",
 }
 __all__ = sorted(_WHERE)

@@ -12,7 +12,7 @@ See: the chapters "Data parallelism, ZeRO/FSDP and HSDP" and "Pipeline paralleli
 from __future__ import annotations
 
 from ...parallelism import pipeline, timeline
-from ...units import fmt_percent, fmt_seconds
+from ...units import fmt_bytes, fmt_percent, fmt_seconds
 from ._style import PALETTE, TEXT, legend, new_axes, set_alt
 
 _LANE_COLOURS = {"compute": PALETTE["compute"], "network": PALETTE["comm"],
@@ -54,15 +54,20 @@ def ddp_buckets(cfg="llama3-8b", cluster=None, dp=8, tokens_per_device=8192, T=4
     cluster = hardware.cluster("h100", dp) if cluster is None else cluster
     ev = timeline.ddp_timeline(cfg, cluster, dp, tokens_per_device, T,
                                bucket_bytes=bucket_bytes, **options)
+    sizes = [b for _, _, b in timeline.ddp_bucket_bytes(cfg, bucket_bytes=bucket_bytes,
+                                                          dtype=options.get("dtype", "bf16"))]
     ax = new_axes(ax, (9, 2.2))
     n_buckets = sum(e[0] == "network" for e in ev)
     end = _lanes(ax, ev, ["compute", "network"],
-                 f"DDP backward, {n_buckets} buckets of >= {bucket_bytes / 1e6:g} MB")
+                 f"DDP backward, {dp} ranks: {n_buckets} buckets of whole layers, "
+                 f"{fmt_bytes(min(sizes))} to {fmt_bytes(max(sizes))} (cap {fmt_bytes(bucket_bytes)})")
     exposed = end - max(e[3] for e in ev if e[0] == "compute")
     set_alt(ax, f"Timeline of DDP's backward pass on {dp} ranks: the compute lane runs the layers "
             f"back to front, and the network lane all-reduces each of {n_buckets} gradient "
-            f"buckets as soon as its last layer is done, hidden behind the next layers' compute "
-            f"except the last {fmt_seconds(exposed)} after the backward pass ends.")
+            f"buckets ({fmt_bytes(min(sizes))} to {fmt_bytes(max(sizes))}; the first holds the "
+            f"output layer, ready first, the last the input embedding) as soon as its last layer "
+            f"is done, hidden behind the next layers' compute except the last "
+            f"{fmt_seconds(exposed)} after the backward pass ends.")
     return ax
 
 

@@ -82,9 +82,11 @@ QUESTIONS: dict[str, list[Question]] = {
            worked="Grouped-query attention caches K (not N) heads per layer, for keys and values.",
            topic="Ch 8"),
         _q("90.8", "AllReduce time", "A ring AllReduce of the array below (GB = 1e9 bytes) over n "
-           "devices whose links carry link_gbps GB/s one way: how many seconds (no latency)?",
-           "all_reduce_time", "gbytes=[0.5, 1.0, 2.0, 4.0], n=(4, 64), link_gbps=[25.0, 50.0, 100.0, 450.0]",
-           "answer = 2 * (p.n - 1) / p.n * p.gbytes * 1e9 / (p.link_gbps * 1e9)", "s",
+           "devices whose links carry `link_gbytes_per_s` gigabytes per second (GB/s, bytes, not "
+           "bits) one way: how many seconds (no latency)?",
+           "all_reduce_time",
+           "gbytes=[0.5, 1.0, 2.0, 4.0], n=(4, 64), link_gbytes_per_s=[25.0, 50.0, 100.0, 450.0]",
+           "answer = 2 * (p.n - 1) / p.n * p.gbytes * 1e9 / (p.link_gbytes_per_s * 1e9)", "s",
            worked="A ReduceScatter and an AllGather, each (n-1)/n · V / W.",
            topic="Ch 4"),
         _q("90.9", "Write it: KV bytes per token", "Write the KV cache bytes per token of a model "
@@ -99,6 +101,47 @@ QUESTIONS: dict[str, list[Question]] = {
            signature="def ring_all_reduce(nbytes, n, bytes_per_s):",
            cases="[(1e9, 8, 450e9), (4e9, 64, 50e9), (1e6, 2, 1e9)]",
            topic="Ch 4"),
+        _q("90.11", "Erratum: \"the H100 has 96 GB\"", "How many tokens of bf16 KV cache fit "
+           "beside every bf16 weight of the model below on n H100 SXM GPUs, counting the "
+           "datasheet's HBM and nothing else (no activations, no reserve)?", "kv_tokens_on_h100",
+           "model=['llama3-8b', 'llama2-13b', 'llama3-70b'], n=[2, 4, 8]",
+           "answer = (p.n * hw.get('h100').hbm_bytes - 2 * tf.n_params(p.model)) "
+           "/ tf.kv_cache_bytes(p.model, 1, 1)",
+           "tokens", worked="Free memory over the cache bytes per token. The H100 SXM's "
+           "datasheet gives its HBM in GB; the larger figures people quote belong to other "
+           "parts (the H100 NVL PCIe card, the GH200), and the driver of an SXM reports a little more than the datasheet "
+           "(`memory_capacity_bytes`).", topic="Errata, Ch 2, 8"),
+        _q("90.12", "Erratum: \"PCIe 4.0 x16 is 16 GB/s\"", "How many seconds does copying "
+           "gbytes GB (1e9 bytes) from host memory to one GPU take over a PCIe link of the "
+           "generation below with 16 lanes, one way (gen 3: 8, gen 4: 16, gen 5: 32 GT/s per "
+           "lane, 128b/130b encoding; nothing else)?", "pcie_copy_time",
+           "gen=[3, 4, 5], gbytes=[1.0, 4.0, 16.0, 141.0]",
+           "answer = p.gbytes * 1e9 / (16 * {3: 8e9, 4: 16e9, 5: 32e9}[p.gen] * 128 / 130 / 8)",
+           "s", worked="Lanes × transfer rate × 128/130 ÷ 8 bits per byte, one way. The "
+           "\"16 GB/s\" figure is PCIe 3.0 x16; every generation doubles it.",
+           topic="Errata, Ch 4, 22"),
+        _q("90.13", "Erratum: \"NVLink pools two GPUs' memory into one\"", "The bf16 weights of "
+           "the model below do not fit in one A100-80GB. It keeps as much as its HBM holds "
+           "and reads the rest from its NVLink neighbour's HBM every decode step (NVLink 3, "
+           "one way). Seconds per decode step counting the weight reads only (every weight "
+           "but the input embedding is read; expert models read all experts)?",
+           "peer_weight_read_time", "model=['llama3-70b', 'mixtral-8x7b']",
+           "a = hw.get('a100-80gb')\nw = inf.weight_bytes_read(p.model)\n"
+           "answer = a.hbm_bytes / a.hbm_bytes_per_s + (w - a.hbm_bytes) / a.link_bytes_per_s",
+           "s", worked="Two reads one after the other: the local part at HBM bandwidth, the "
+           "rest at NVLink's one-way bandwidth, several times slower. NVLink joins two "
+           "memories with a link; it does not make one memory of them, which is why models are "
+           "split explicitly (tensor or pipeline parallelism) instead.",
+           topic="Errata, Ch 2, 22"),
+        _q("90.14", "Erratum: \"data parallelism needs about 8 bytes per parameter\"",
+           "Largest model (parameters) that plain data parallelism (no ZeRO) can train on one "
+           "GPU of the kind below with mixed-precision Adam, counting only the model states "
+           "against the datasheet's HBM (no activations)?", "dp_max_params",
+           "accelerator=['a100-40gb', 'a100-80gb', 'h100', 'h200', 'b200']",
+           "answer = hw.get(p.accelerator).hbm_bytes / (2 + 2 + 4 + 4 + 4)", "parameters",
+           worked="bf16 weights (2) and gradients (2), an fp32 master copy (4) and two fp32 Adam "
+           "moments (4 + 4): 16 bytes per parameter. Eight bytes is pure bf16 Adam without a "
+           "master copy, which few large runs use.", topic="Errata, Ch 6"),
     ],
     "91_interview_junior": [
         _q("91.1", "Matmul time", "How long does the bf16 matmul [B, D] x [D, F] take at the "
@@ -167,18 +210,27 @@ QUESTIONS: dict[str, list[Question]] = {
            "answer = mem.model_state_bytes(p.n_params, p.dp, p.zero).total", "bytes",
            worked="(2 + 2 + 12)Ψ with the sharded parts divided by dp.", topic="Ch 6"),
         _q("92.4", "Gradient AllReduce", "Data parallelism over dp GPUs: how long does the ring "
-           "AllReduce of n_params bf16 gradients take at link_gbps GB/s one way (seconds)?",
-           "grad_all_reduce_time", "n_params=[1e9, 8e9, 70e9], dp=(8, 1024), link_gbps=[50.0, 450.0]",
-           "answer = 2 * (p.dp - 1) / p.dp * 2 * p.n_params / (p.link_gbps * 1e9)", "s",
+           "AllReduce of n_params bf16 gradients take at `link_gbytes_per_s` gigabytes per second "
+           "one way (seconds)?",
+           "grad_all_reduce_time",
+           "n_params=[1e9, 8e9, 70e9], dp=(8, 1024), link_gbytes_per_s=[50.0, 450.0]",
+           "answer = 2 * (p.dp - 1) / p.dp * 2 * p.n_params / (p.link_gbytes_per_s * 1e9)", "s",
            worked="The DP bottleneck: it grows with N, not "
            "with the batch; it overlaps with the backward pass.", topic="Parallelism"),
-        _q("92.5", "Decode step", "Roofline lower bound of one decode step (seconds) of the model "
-           "below, batch B, context S, split over n chips?", "decode_step",
-           "model=['llama3-8b', 'llama3-70b'], B=(1, 256), S=(1024, 16384), accelerator=['h100', "
-           "'h200'], n=[1, 2, 4, 8]",
-           "answer = inf.decode_step_time(p.model, p.B, p.S, p.accelerator, p.n)", "s",
-           worked="Small batches are memory-bound: the weights and the KV cache dominate.",
-           topic="Ch 8"),
+        _q("92.5", "Decode step", "Time of one decode step (seconds) of the bf16 model below, "
+           "batch B, context S, tensor parallel over n chips of one node: the roofline of the "
+           "split step plus the tensor-parallel all-reduces (Chapter 21's model; bf16 "
+           "activations, each all-reduce costed by `scaling_lib.collectives` on the node's "
+           "links).", "decode_step",
+           "model=['llama3-8b', 'llama3-70b'], B=(1, 64), S=(1024, 8192), accelerator=['h100', "
+           "'h200'], n=[4, 8]",
+           "answer = inf.decode_step_time(p.model, p.B, p.S, p.accelerator, p.n, tp=p.n)", "s",
+           worked="Small batches are memory-bound: the weights and the KV cache dominate the "
+           "split step, max(FLOPs / (n·C), bytes / (n·W_hbm)). Tensor parallelism then adds "
+           "2L + 1 all-reduces of B·D·2 bytes (one after each attention and MLP block, one "
+           "after the vocabulary-parallel embedding), one after the other on the critical path: "
+           "at small B each is latency-bound, so together they cost milliseconds.",
+           topic="Ch 8, 21"),
         _q("92.6", "KV capacity", "How many tokens of bf16 KV cache fit beside the model's bf16 "
            "weights on n chips?", "cached_tokens",
            "model=['llama3-8b', 'llama3-70b'], accelerator=['h100', 'h200'], n=[2, 4, 8]",
@@ -198,22 +250,33 @@ QUESTIONS: dict[str, list[Question]] = {
            topic="Parallelism"),
     ],
     "93_interview_senior": [
-        _q("93.1", "Chips to serve", "Fewest chips whose HBM holds the model's bf16 weights plus "
-           "the bf16 KV cache of B sequences of S tokens (no other overhead)?", "chips_for_weights",
+        _q("93.1", "Chips to serve", "Fewest chips whose usable memory holds every bf16 weight "
+           "of the model (the input embedding too) plus the bf16 KV cache of B sequences of S "
+           "tokens (no other overhead)? Usable memory is what the driver reports "
+           "(`hw.get(name).memory_capacity_bytes`; the datasheet's figure where nothing was "
+           "measured).", "chips_for_weights",
            "model=['llama3-70b', 'llama3-405b'], accelerator=['h100', 'h200', 'b200', "
            "'tpu-v5p'], B=(1, 64), S=(2048, 32768)",
-           "answer = math.ceil((inf.weight_bytes_read(p.model) + tf.kv_cache_bytes(p.model, p.B, "
-           "p.S)) / hw.get(p.accelerator).hbm_bytes)",
+           "answer = math.ceil((2 * tf.n_params(p.model) + tf.kv_cache_bytes(p.model, p.B, p.S))"
+           "\n                   / hw.get(p.accelerator).memory_capacity_bytes)",
            "chips", ", rtol=0",
-           worked="Then round up to a shape the parallelism allows (a power of two for TP).",
-           topic="Ch 8"),
-        _q("93.2", "Serving throughput", "Roofline output tokens/s of an n-chip server decoding "
-           "batch B at context S?", "decode_tokens_per_s",
+           worked="Every parameter must be resident: the embedding table is looked up, not "
+           "streamed, but it still occupies memory (a decode step *reads* every weight but the "
+           "input embedding, a different question). Llama 3 70B's bf16 weights alone are a little "
+           "more than one H200's 141 GB, so it needs two before any cache. Then round up to a "
+           "shape the parallelism allows (a tensor-parallel degree that divides the heads).",
+           topic="Ch 8, 21"),
+        _q("93.2", "Serving throughput", "Output tokens/s of an n-chip tensor-parallel server "
+           "decoding batch B at context S, with the decode step of Chapter 21 (roofline of the "
+           "split step plus its all-reduces)?", "decode_tokens_per_s",
            "model=['llama3-70b'], accelerator=['h100', 'h200'], n=[4, 8], B=(1, 256), S=(2048, "
            "16384)",
-           "answer = p.B / inf.decode_step_time(p.model, p.B, p.S, p.accelerator, p.n)", "tokens/s",
-           worked="B / step time; the step is memory-bound until "
-           "B approaches the critical batch.", topic="Ch 8"),
+           "answer = p.B / inf.decode_step_time(p.model, p.B, p.S, p.accelerator, p.n, tp=p.n)",
+           "tokens/s",
+           worked="B tokens per step over the step time. The step is memory-bound until B "
+           "approaches the critical batch, and the 2L + 1 all-reduces of the batch's "
+           "activations come on top, one after the other: leaving them out (Chapter 8's bound "
+           "alone) overstates the throughput, and the checker names that slip.", topic="Ch 8, 21"),
         _q("93.3", "Hierarchical AllReduce", "AllReduce of gbytes GB over n H100s in nodes of 8 "
            "(NVLink inside, the default NIC per GPU of hw.cluster outside): seconds, with the "
            "library's "
@@ -242,17 +305,75 @@ QUESTIONS: dict[str, list[Question]] = {
            "(hw.get(p.accelerator).peak_flops_per_s('bf16') * p.mfu * p.days * 86400)",
            "chips", worked="Dense peak only; a real plan rounds up to the parallelism's shape.",
            topic="Ch 7"),
-        _q("93.7", "Write it: decode step", "Write the roofline decode-step time of a bf16 model of "
-           "n_params parameters at batch B (KV cache left out).", "decode_step_reference",
-           solution="return max(2 * n_params * B / flops_per_s, 2 * n_params / bytes_per_s)",
-           signature="def decode_step(n_params, B, bytes_per_s, flops_per_s):",
-           cases="[(70e9, 1, 3.35e12, 989.4e12), (8e9, 512, 3.35e12, 989.4e12), (405e9, 64, 4.8e12, 989.4e12)]",
-           topic="Ch 8"),
-        _q("93.8", "Write it: MFU", "Write the MFU (6N FLOPs per token) of a model of n_params "
-           "parameters at tokens_per_s on n_devices chips of peak flops_per_s.", "mfu_reference",
-           solution="return 6 * n_params * tokens_per_s / (n_devices * flops_per_s)",
-           signature="def mfu(n_params, tokens_per_s, n_devices, flops_per_s):",
-           cases="[(70e9, 1e6, 1024, 989.4e12), (8e9, 5e5, 64, 312e12)]",
-           topic="Ch 7"),
+        _q("93.7", "Write it: goodput", "Write the share of wall-clock time a run makes progress "
+           "when it checkpoints every `interval` seconds of work, each checkpoint stalls it "
+           "`ckpt_time` seconds, failures come every `mtbf` seconds on average, and each costs "
+           "`restart_time` seconds plus the work since the last checkpoint (to first order; "
+           "never below 0).", "goodput_reference",
+           solution="lost = ckpt_time / interval + (restart_time + interval / 2) / mtbf\n"
+           "return max(0.0, 1 - lost)",
+           signature="def goodput(interval, ckpt_time, mtbf, restart_time):",
+           cases="[(1138.0, 60.0, 10800.0, 600.0), (250.0, 3.0, 11000.0, 0.0), "
+           "(3600.0, 600.0, 3600.0, 1200.0), (600.0, 10.0, 36000.0, 300.0)]",
+           topic="Reliability"),
+        _q("93.8", "Write it: prefill servers per decode server", "Disaggregated serving: a "
+           "decode server runs `batch` sequences, one token each per `decode_step` seconds, "
+           "for `gen_len` tokens each; a prefill server prepares one prompt every "
+           "`prefill_time` seconds. Write how many prefill servers each decode server needs so "
+           "that neither waits.", "pd_ratio_reference",
+           solution="return batch * prefill_time / (gen_len * decode_step)",
+           signature="def pd_ratio(prefill_time, decode_step, batch, gen_len):",
+           cases="[(0.1, 0.02, 64, 500), (0.5, 0.03, 128, 256), (2.0, 0.015, 32, 1000)]",
+           topic="Ch 21"),
+        _q("93.9", "Checkpoint interval", "A job runs on n GPUs, each failing independently "
+           "on average once every mtbf_hours hours; writing a checkpoint stalls training for "
+           "ckpt_s seconds. Every failure costs the work since the last checkpoint. Which "
+           "interval between checkpoints (seconds of work) wastes least, to first order?",
+           "checkpoint_interval",
+           "n=[1024, 4096, 16384], mtbf_hours=[20000.0, 50000.0, 100000.0], "
+           "ckpt_s=[10.0, 30.0, 60.0, 120.0]",
+           "M = p.mtbf_hours * 3600 / p.n\nanswer = math.sqrt(2 * p.ckpt_s * M)", "s",
+           worked="The job's MTBF is the GPU's over n. Per second of work, saving costs δ/τ and "
+           "failures cost about τ/(2M) (half an interval lost each); the sum is smallest at "
+           "τ* = sqrt(2δM) (Young 1974). Then ask what shrinks δ (asynchronous checkpoints to "
+           "host memory) and what the restart time adds to the waste.",
+           topic="Reliability"),
+        _q("93.10", "Speculative decoding", "A draft model proposes gamma tokens per round; the "
+           "target checks them in one step, each drafted token is accepted independently with "
+           "probability alpha until the first rejection, and the target always adds one token "
+           "of its own. A draft step costs draft_cost target steps. Expected speed-up over "
+           "plain decoding?", "speculative",
+           "alpha=[0.5, 0.6, 0.7, 0.8, 0.9], gamma=[2, 3, 4, 5, 6, 8], "
+           "draft_cost=[0.02, 0.05, 0.1]",
+           "tokens = (1 - p.alpha ** (p.gamma + 1)) / (1 - p.alpha)\n"
+           "answer = tokens / (1 + p.gamma * p.draft_cost)", "",
+           worked="Token i of the draft survives only if all before it did: probability α^i. "
+           "The expected tokens per round are 1 + α + ... + α^γ = (1 - α^(γ+1))/(1 - α) "
+           "(Leviathan et al. 2023), and a round costs 1 + γc target steps. Follow-ups: why "
+           "the speed-up shrinks at large batch (the target step stops being memory-bound) and "
+           "what acceptance a draft needs to pay at all.", topic="Ch 21"),
+        _q("93.11", "KV cache per GPU beyond K", "The model below is tensor parallel over tp "
+           "GPUs (tp may exceed its K kv heads). Bytes of bf16 KV cache per GPU for B "
+           "sequences of S tokens?", "kv_per_gpu",
+           "model=['llama3-8b', 'llama3-70b', 'llama3-405b'], tp=[2, 4, 8, 16, 32], B=(1, 64), "
+           "S=(1024, 32768)",
+           "K = models.get(p.model).K\n"
+           "answer = tf.kv_cache_bytes(p.model, p.B, p.S) / min(p.tp, K)", "bytes",
+           worked="Each GPU holds the kv heads its query heads read. Up to tp = K the K heads "
+           "split evenly; beyond it every GPU still holds one whole kv head (copied tp/K "
+           "times), so the cache per GPU stops shrinking: one more reason tensor parallelism "
+           "beyond K buys little for serving with grouped-query attention.",
+           topic="Ch 8, 21"),
+        _q("93.12", "Experts a decode step reads", "A mixture-of-experts layer has E experts; "
+           "each of the B tokens of a decode step is routed to k of them, uniformly at random and "
+           "independently of the other tokens. How many distinct experts does the step read, "
+           "in expectation (per layer)?", "experts_touched",
+           "E=[64, 128, 256], k=[2, 4], B=[8, 16, 32]",
+           "answer = p.E * (1 - (1 - p.k / p.E) ** p.B)", "experts",
+           worked="An expert is missed by one token with probability 1 - k/E and by all B with "
+           "(1 - k/E)^B, so the step reads E·(1 - (1 - k/E)^B) experts. It reaches almost all "
+           "of them at a batch of a few E/k: the reason a mixture of experts loses its "
+           "bandwidth advantage at serving batch sizes (real routers are not uniform, and "
+           "touch fewer).", topic="Ch 8, 15"),
     ],
 }

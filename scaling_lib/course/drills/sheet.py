@@ -38,13 +38,18 @@ def recipe_rows() -> list[dict]:
 
 
 def model_rows(names=MODELS) -> list[dict]:
-    """Parameters, bf16 weights, KV cache per token and per 8K context, 6·N FLOPs per token."""
+    """Parameters, bf16 weights (all of them: what must be resident), the bytes a decode step
+    reads (every weight but the input embedding), KV cache per token and per 8K context,
+    6·N FLOPs per token."""
+    from ... import serving
+
     rows = []
     for n in names:
         cfg = models.get(n)
         n_params = transformer.n_params(cfg)
         rows.append({"model": n, "parameters": f"{n_params / 1e9:.1f}B",
-                     "bf16 weights": fmt_bytes(inference.weight_bytes_read(cfg)),
+                     "bf16 weights": fmt_bytes(serving.weight_bytes_per_device(cfg, 1, 1, "bf16")),
+                     "read per decode step": fmt_bytes(inference.weight_bytes_read(cfg)),
                      "KV per token": fmt_bytes(transformer.kv_cache_bytes(cfg, 1, 1)),
                      "KV per 8K context": fmt_bytes(transformer.kv_cache_bytes(cfg, 1, 8192)),
                      "train FLOPs/token (6N)": fmt_flops(transformer.six_n_flops(n_params, 1))})

@@ -20,11 +20,9 @@ import pickle
 import secrets
 import time
 
+from ..grading.timelimit import CASE_TIME_LIMIT, FIRST_CASE_FACTOR  # one home for the limits
 from .chapter import Exercise
 from .codec import CODEC
-
-CASE_TIME_LIMIT = 10.0
-FIRST_CASE_FACTOR = 3     # the first case may compile (JAX) and import: it gets 3x the limit
 
 # The probe cell (kernel side). {nonce} prefixes the one line the grader reads.
 _PROBE_VALUE = r'''

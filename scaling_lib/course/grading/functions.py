@@ -18,7 +18,7 @@ import numpy as np
 
 from .answers import _compare, _distance
 from .feedback import FAIL, NOT_SOLVED, PASS, _emit, _fmt, _is_unanswered
-from .timelimit import CASE_TIME_LIMIT, _limited_call, _TimeLimit
+from .timelimit import CASE_TIME_LIMIT, FIRST_CASE_FACTOR, _limited_call, _TimeLimit
 
 
 def _split_case(case) -> tuple[tuple, dict]:
@@ -140,7 +140,8 @@ def check_function(fn: Callable, reference: Callable, cases: Sequence, *, name: 
     Each case is a tuple of positional arguments, or ``(args, kwargs)``. A function that raises
     NotImplementedError is "not solved yet"; any other exception is reported with its type, message,
     the failing case and the student's line (one line, no traceback). A case running longer than
-    ``time_limit`` seconds (None: no limit) is stopped and reported, and the kernel keeps running.
+    ``time_limit`` seconds (the first case, which may compile and import, ``FIRST_CASE_FACTOR``
+    times that; None: no limit) is stopped and reported, and the kernel keeps running.
 
     >>> def mine(B, D, F):
     ...     return 2 * B * D * F
@@ -167,12 +168,14 @@ def check_function(fn: Callable, reference: Callable, cases: Sequence, *, name: 
         want = reference(*args, **kwargs)
         label = f"case {i} {_case_str(args, kwargs)}"
         try:
-            got = _limited_call(fn, args, kwargs, time_limit)
+            limit = (None if time_limit is None
+                     else time_limit * (FIRST_CASE_FACTOR if i == 1 else 1))
+            got = _limited_call(fn, args, kwargs, limit)
         except NotImplementedError:
             return _emit(NOT_SOLVED, name, "replace the `raise NotImplementedError` line with "
                          "your code")
         except _TimeLimit:
-            return _emit(FAIL, name, f"case {i} took longer than {time_limit:g} s (input "
+            return _emit(FAIL, name, f"case {i} took longer than {limit:g} s (input "
                          f"{_case_str(args, kwargs)}): does a loop never end?", hints=hints)
         except Exception as exc:  # student code: report, never crash the notebook
             m = _mistake_raising(exc, args, kwargs, t.mistakes)

@@ -85,8 +85,10 @@ def pcie_one_way(p):
 
 
 def peer_read_time(p):
-    """Ex 22.12: seconds per decode step when one A100-80GB holds what fits of p.model's bf16
-    weights and reads the rest from a neighbour over NVLink 3 (one way)."""
+    """Ex 22.12: seconds per decode step when one A100-80GB holds as much as fits of the bf16
+    weights a step reads (``inference.weight_bytes_read``: the embedding table, of which a step
+    looks up only B rows, is not read and lives on the neighbour) and reads the rest from the
+    neighbour over NVLink 3 (one way)."""
     a = hardware.get("a100-80gb")
     w = inference.weight_bytes_read(p.model, "bf16")
     local = min(w, a.hbm_bytes)

@@ -14,6 +14,7 @@ from ... import hardware, memory, transformer
 from ...parallelism import ParallelPlan, collectives, steptime, timeline, totals
 from ...parallelism.comms import Comm
 from ..grading.tables import with_messages
+from .sharding import _run_explained
 
 
 # ---- numeric exercises ---------------------------------------------------------------------------
@@ -158,6 +159,10 @@ WRONG_METHODS = {
             lambda seed: run_zero3(_zero3_local_loss)(seed),
             "the loss is each device's share only: sum it over 'dp' (lax.psum) before dividing "
             "by the global B·D, so every device returns the same loss"),
+        "the shard used without gathering": (
+            lambda seed: run_zero3(_zero3_no_gather)(seed),
+            "each device holds only D/8 rows of each layer's weight (W_shard[l] is [D/8, D]): "
+            "all-gather it over 'dp' along its first axis (tiled) before multiplying"),
         "all layers gathered up front": (
             lambda seed: run_zero3(_zero3_gather_all)(seed),
             "the numbers are right but the whole model was gathered at once: gather each "
@@ -240,7 +245,7 @@ def run_dp(dp_grad):
         W, x, y = problem(seed)
         fn = jax.jit(jax.shard_map(dp_grad, mesh=_mesh(), in_specs=(P(), P("dp"), P("dp")),
                                    out_specs=P(), check_vma=False))
-        g = fn(W, x, y)
+        g = _run_explained(fn, (W, x, y), "dp", "W is [L, D, D], x and y are [B/8, D]")
         colls = simulate.collectives_in(fn, W, x, y)
         return _summary([g], colls, ("all-reduce", "all-gather"), counts=False)
     return run
@@ -280,6 +285,17 @@ def _zero3_local_loss(W_shard, x, y):
     return jnp.sum((h - y) ** 2) / (B * D)
 
 
+def _zero3_no_gather(W_shard, x, y):
+    """10.12 with each layer's shard used as if it were the whole weight."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    h = x
+    for i in range(W_shard.shape[0]):
+        h = layer(h, W_shard[i])
+    return lax.psum(jnp.sum((h - y) ** 2), "dp") / (B * D)
+
+
 def _zero3_gather_all(W_shard, x, y):
     """10.12 with the whole model gathered before the loop."""
     import jax.numpy as jnp
@@ -316,7 +332,8 @@ def run_zero3(zero3_loss):
                                    in_specs=(P(None, "dp"), P("dp"), P("dp")),
                                    out_specs=(P(), P(None, "dp"))))
         Ws = simulate.shard(W, mesh, (None, "dp", None))
-        loss, g = fn(Ws, x, y)
+        loss, g = _run_explained(fn, (Ws, x, y), "dp",
+                                 "W_shard is [L, D/8, D], x and y are [B/8, D]")
         colls = simulate.collectives_in(fn, Ws, x, y)
         return _summary([loss, g], colls, ("all-gather", "reduce-scatter"))
     return run

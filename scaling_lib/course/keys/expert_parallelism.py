@@ -286,3 +286,40 @@ with_messages(WRONG_METHODS, {
     "15.10": {"experts not split over ep": "each device holds E/ep of the experts",
               "parameters only (2 bytes each)": "training keeps 16 bytes per parameter"},
 })
+
+
+# ---- Ex 15.11: Switch's auxiliary loss (implement) ----------------------------------------------
+
+def aux_loss_reference(logits, k):
+    """Ex 15.11 reference: E·Σ f_i·P_i (α = 1) of router logits [n, E] routed top-k."""
+    return expert.load_balance_loss(logits, k, alpha=1.0)
+
+
+def aux_loss_cases():
+    rng = np.random.default_rng(11)
+    return [(rng.standard_normal((n, E)) + skew * rng.standard_normal(E), k)
+            for n, E, k, skew in ((32, 4, 1, 1.0), (64, 8, 2, 2.0), (16, 6, 3, 0.5),
+                                  (128, 16, 2, 1.5))]
+
+
+def _aux_per_token_f(logits, k):
+    """f counted per token over k (each token's k choices as k whole tokens): k times the loss."""
+    return k * aux_loss_reference(logits, k)
+
+
+def _aux_without_E(logits, k):
+    return aux_loss_reference(logits, k) / np.asarray(logits).shape[1]
+
+
+WRONG_METHODS["15.11"] = {
+    "f over tokens, not assignments": (
+        _aux_per_token_f, "f_i is the share of the k·n assignments: divide the counts by k·n, "
+                          "so that the f_i sum to 1"),
+    "without the factor E": (
+        _aux_without_E, "Switch multiplies by E, so that a balanced router scores 1 whatever E "
+                        "is"),
+}
+HINTS["15.11"] = ("Two factors per expert: how many assignments it got, and how much probability "
+                  "the router gave it on average.",
+                  "route top-k to count each expert's assignments (over k·n), take the softmax "
+                  "over all E experts and average it over the tokens; multiply by E and sum")

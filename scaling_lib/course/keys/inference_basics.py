@@ -72,7 +72,7 @@ def kv_cache_bytes(L, K, H, B, S, bytes_per_element):
 
 def max_sequences(model, accelerator, n_devices, S):
     """Ex 8.12 reference: whole sequences of S tokens that fit next to the bf16 weights."""
-    return math.floor(inference.max_cached_tokens(model, accelerator, n_devices) / S)
+    return inference.max_batch(model, S, accelerator, n_devices)
 
 
 # ---- common wrong methods (tests/test_wrong_methods.py checks that each one FAILs) -------------

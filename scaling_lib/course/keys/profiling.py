@@ -49,10 +49,33 @@ def replica_groups_text(p) -> str:
     return (f"[{g},{p.n}]<=[{p.n},{g}]T(1,0)" if p.transposed else f"[{g},{p.n}]<=[{_N_DEVICES}]")
 
 
+def device_set(answer):
+    """Ex 12.2: a student's list of device ids as the text the checker compares, "{1, 5}" (order
+    and repeats ignored, so [5, 1] is the same group); None stays None (not solved yet). Anything
+    that is not a collection of whole numbers becomes a sentence saying so, which the checker
+    reports as the answer it got."""
+    if answer is None or answer is ...:
+        return answer
+    if isinstance(answer, (int, np.integer)):
+        answer = [answer]
+    try:
+        values = [float(d) for d in np.ravel(np.asarray(answer, dtype=object))]
+        if not values or any(v != int(v) for v in values):
+            raise ValueError
+        ids = sorted({int(v) for v in values})
+    except (TypeError, ValueError):
+        return f"not a list of ids: {answer!r}"
+    return "{" + ", ".join(str(d) for d in ids) + "}"
+
+
+def _group(text, device):
+    return device_set(sorted(next(g for g in simulate.parse_replica_groups(text) if device in g)))
+
+
 def group_of_device(p):
-    """Ex 12.2: the sorted devices in the same group as device p.device."""
-    groups = simulate.parse_replica_groups(replica_groups_text(p))
-    return np.array(sorted(next(g for g in groups if p.device in g)))
+    """Ex 12.2: the devices in the same group as device p.device, as :func:`device_set` writes
+    them ("{1, 5}")."""
+    return _group(replica_groups_text(p), p.device)
 
 
 # ---- 12.3 to 12.5 and 12.9: cost_analysis and memory_analysis ------------------------------------
@@ -172,9 +195,8 @@ WRONG_METHODS = {
     "12.1": {"the operand's bytes": lambda p: simulate.parse_hlo_collectives(
         collective_snippet(p))[0].operand_bytes,
              "the whole array in f32": lambda p: p.R * p.C * 4.0},
-    "12.2": {"untransposed iota read": lambda p: np.array(sorted(next(
-        g for g in simulate.parse_replica_groups(f"[{_N_DEVICES // p.n},{p.n}]<=[{_N_DEVICES}]")
-        if p.device in g)))},
+    "12.2": {"untransposed iota read": lambda p: _group(
+        f"[{_N_DEVICES // p.n},{p.n}]<=[{_N_DEVICES}]", p.device)},
     "12.3": {"forgot the factor 2": lambda p: einsum_cost_flops(p) / 2},
     "12.4": {"every iteration counted": lambda p: p.L * scan_cost_flops(p)},
     "12.5": {"the global FLOPs": lambda p: matmul_flops(p.B, p.D, p.F)},
@@ -257,9 +279,12 @@ def _mlp_replicated(x, w1, w2):
     return h @ w2
 
 
+WRONG_METHODS["12.2"]["G groups read as n"] = (
+    lambda p: _group(f"[{p.n},{_N_DEVICES // p.n}]<=[{_N_DEVICES}]", p.device),
+    "[G,n] is G groups of n devices each: count the members of your group, then read the "
+    "transposed layout's rows of n")
 WRONG_METHODS["12.2"]["the group of device 0"] = (
-    lambda p: np.array(sorted(next(g for g in simulate.parse_replica_groups(
-        replica_groups_text(p)) if 0 in g))),
+    lambda p: _group(replica_groups_text(p), 0),
     "that is device 0's group: find the group that contains the device the question names")
 WRONG_METHODS["12.3"]["one multiply-add per output element"] = (
     lambda p: 2 * p.B * p.T * p.F,
@@ -312,7 +337,9 @@ WRONG_METHODS["12.12"] = {
 with_messages(WRONG_METHODS, {
     "12.1": {"the operand's bytes": "read the result's shape, left of the opcode",
              "the whole array in f32": "read the element type and dimensions the HLO gives"},
-    "12.2": {"untransposed iota read": "apply the transpose T(1,0) before reading the rows"},
+    "12.2": {"untransposed iota read": "those are consecutive devices, the rows of 0..7 read "
+             "without the transpose: lay the ids out as the shape after <=, apply T(1,0), then cut "
+             "the result into the rows of [G,n]"},
     "12.3": {"forgot the factor 2": "cost_analysis counts a multiply and an add: 2 FLOPs"},
     "12.4": {"every iteration counted": "cost_analysis visits the loop body once"},
     "12.5": {"the global FLOPs": "the compiled module is what one device runs: 1/n of the work"},

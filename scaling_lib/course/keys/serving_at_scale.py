@@ -84,6 +84,26 @@ def cost_per_million(p):
                                   prefill="static").cost_per_million_tokens)
 
 
+def ridge_chunk(p):
+    """Ex 21.13: the prefill chunk at which a mixed iteration's compute equals its memory time."""
+    return serving_engine.ridge_chunk_tokens(p.model, "h100", p.n, batch=p.B, context=p.S,
+                                             prompt_len=p.P)
+
+
+def _ridge_parts(p):
+    from ...serving.estimator import mixed_step_parts
+    kw = dict(decode_batch=p.B, context=p.S, prompt_len=p.P)
+    p0 = mixed_step_parts(p.model, "h100", p.n, prefill_tokens=0, **kw)
+    p1 = mixed_step_parts(p.model, "h100", p.n, prefill_tokens=1, **kw)
+    return p0, p1
+
+
+def _ridge_no_decode_compute(p):
+    p0, p1 = _ridge_parts(p)
+    slope = float(p1["compute"] - p0["compute"]) - float(p1["memory"] - p0["memory"])
+    return float(p0["memory"]) / slope
+
+
 # ---- common wrong methods (tests/test_wrong_methods.py checks that each one FAILs) -------------
 def _bf16_always(p):
     return serving.min_devices(p.model, p.accelerator, dtype="bf16")
@@ -152,6 +172,16 @@ WRONG_METHODS = {
     "21.11": {"β forgotten (F / B)": lambda p: models.get(p.model).F / p.B,
               "D instead of F": lambda p: models.get(p.model).D / p.B
               / serving_engine.hbm_ici_ratio(p.accelerator)},
+    "21.13": {"peak FLOP/s (the prefill's 40% ignored)": (
+                  lambda p: serving_engine.ridge_chunk_tokens(
+                      p.model, "h100", p.n, batch=p.B, context=p.S, prompt_len=p.P,
+                      prefill_mfu=1.0),
+                  "the prompt's FLOPs run at 40% of peak: each token takes 2.5 times its "
+                  "peak-rate time"),
+              "decode FLOPs not subtracted": (
+                  _ridge_no_decode_compute,
+                  "the decode tokens' own FLOPs already use part of the memory time: the chunk "
+                  "fills only the gap, memory minus compute")},
     "21.12": {"price of one device (n forgotten)": lambda p: cost_per_million(p) / p.n,
               "per hour, not per second (3600 forgotten)": lambda p: cost_per_million(p) * 3600},
 }
@@ -199,6 +229,10 @@ HINTS = {
               'admit min(waiting, free slots), decrement the others, drop those at zero'),
     '21.11': ('When does the ICI time exceed the HBM time?',
               'write both per step and solve for the model-parallel degree'),
+    '21.13': ('Below c*, the chip waits on HBM; write the compute and the memory term as '
+              'functions of the chunk c.',
+              'each is its decode value plus c times a per-token cost (FLOPs at 40% of peak; the '
+              "token's KV write): set them equal and solve for c"),
     '21.12': ('Cost per token: dollars per second over tokens per second.',
               "the server's dollars per second over its output tokens per second, scaled to a "
               'million'),

@@ -38,11 +38,35 @@ def _system(name):
     raise ValueError(f"system={name!r}; valid choices: h100-node, tpu-v5e-ring")
 
 
+#: Ex 9.1's answer where two programs are right: J sharded on one operand over an axis the other
+#: operand does not use. Gather the sharded operand (case 2), or slice the replicated one along J
+#: locally (free) and all-reduce the partial sums (case 3): cheaper when C is smaller than half
+#: the gathered operand (an AllReduce moves twice an AllGather's bytes).
+EITHER = "all-gather or all-reduce"
+
+
+def _alternative_reduce(a_spec, b_spec):
+    """J sharded on exactly one operand, over an axis the other operand does not use."""
+    ja, jb = a_spec[1], b_spec[0]
+    if bool(ja) == bool(jb):
+        return False
+    axis, other = (ja, b_spec) if ja else (jb, a_spec)
+    return axis not in other
+
+
 def which_collective(p):
-    """Ex 9.1: the collective a layout needs ("none" for case 1)."""
+    """Ex 9.1: the collective a layout needs ("none" for case 1); :data:`EITHER` where gathering
+    the J-sharded operand and slicing the other then all-reducing are both right."""
     a_spec, b_spec = LAYOUTS[p.layout]
+    if _alternative_reduce(a_spec, b_spec):
+        return EITHER
     m = S.sharded_matmul(8, 8, 8, a_spec, b_spec, {"X": 2, "Y": 2})
     return m.kind or "none"
+
+
+SYNONYMS = {"9.1": {EITHER: ("all-gather", "all-reduce", "allgather", "allreduce",
+                             "all gather", "all reduce", "all-gather or all-reduce",
+                             "all-reduce or all-gather")}}
 
 
 def fsdp_gather_received(p):
@@ -107,8 +131,16 @@ def _wrong_any_sharded_j_reduces(p):
     return which_collective(p)
 
 
+def _wrong_reduce_scatter(p):
+    """Case 3 answered as a reduce-scatter: right only when C may stay sharded, which 9.1's
+    question (C replicated or as the layout leaves it) rules out."""
+    got = which_collective(p)
+    return "reduce-scatter" if got in ("all-reduce", EITHER) else got
+
+
 WRONG_METHODS = {
-    "9.1": {"any sharded J means an AllReduce": _wrong_any_sharded_j_reduces},
+    "9.1": {"any sharded J means an AllReduce": _wrong_any_sharded_j_reduces,
+            "a reduce-scatter for the partial sums": _wrong_reduce_scatter},
     "9.2": {"the whole array V": lambda p: p.D * p.F * 2,
             "fp32 weights": lambda p: 2 * fsdp_gather_received(p)},
     "9.3": {"an AllGather's cost": lambda p: node_all_reduce_time(p) / 2,
@@ -139,6 +171,51 @@ def _mesh():
     return simulate.make_mesh((8,), ("X",))
 
 
+def explain_jax_error(exc, axis, blocks):
+    """A student-facing ValueError for the raw JAX errors a per-device function commonly raises
+    (9.10, 9.11, 10.11, 10.12), or None to let the checker report the error itself.
+
+    ``axis`` is the mesh axis the exercise names; ``blocks`` says what each device holds (a
+    phrase such as "a is [I, J/8] and b is [J/8, K]").
+
+    >>> e = TypeError("dot_general requires contracting dimensions to have the same shape, "
+    ...               "got (16,) and (2,).")
+    >>> "[I, J/8]" in str(explain_jax_error(e, "X", "a is [I, J/8] and b is [J/8, K]"))
+    True
+    """
+    import re
+
+    text = " ".join(str(exc).split())
+    if isinstance(exc, (AssertionError, NameError)) and (not text or "axis" in text):
+        return ValueError(f"a collective names a mesh axis that does not exist: the mesh has one "
+                          f"axis, {axis!r} (names are case-sensitive)")
+    if "unbound axis name" in text or "axis name" in text and "not found" in text:
+        return ValueError(f"a collective names a mesh axis that does not exist: the mesh has one "
+                          f"axis, {axis!r} (names are case-sensitive)")
+    m = re.search(r"contracting dimensions to have the same shape, got \((\d+),?\) and \((\d+),?\)",
+                  text)
+    if m:
+        return ValueError(f"a matmul multiplies blocks whose contracting sizes differ "
+                          f"({m.group(1)} and {m.group(2)}): inside the function each device holds only its "
+                          f"block ({blocks}), so a sharded dimension is 1/8 of its full size "
+                          f"until it is gathered")
+    if "incompatible shapes" in text.lower() or "shapes must be equal" in text.lower():
+        return ValueError(f"two arrays of different shapes are combined: each device holds only "
+                          f"its block ({blocks}); check which dimensions are still split")
+    return None
+
+
+def _run_explained(f, args, axis, blocks):
+    """``f(*args)`` with :func:`explain_jax_error`'s translation of a raw JAX error."""
+    try:
+        return f(*args)
+    except Exception as exc:  # a student's function: name the slip where it is a known one
+        said = explain_jax_error(exc, axis, blocks)
+        if said is None:
+            raise
+        raise said from None
+
+
 def on_devices(local, layout):
     """Wrap a student's per-device ``local(a, b)`` as ``run(A, B) -> C`` on 8 simulated devices.
 
@@ -159,7 +236,9 @@ def on_devices(local, layout):
         mesh = _mesh()
         f = jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P(*sa), P(*sb)), out_specs=P(*sc)))
         a, b = simulate.shard(A, mesh, sa), simulate.shard(B, mesh, sb)
-        out = np.asarray(f(a, b))
+        blocks = ("a is [I, J/8] and b is [J/8, K]" if layout == "case 3" else
+                  "a is [I/8, J] and b is [J/8, K]")
+        out = np.asarray(_run_explained(f, (a, b), "X", blocks))
         found = simulate.collectives_in(f, a, b)
         I, J = A.shape
         K = B.shape[1]
@@ -270,8 +349,13 @@ WRONG_METHODS["9.11"] = {
 
 with_messages(WRONG_METHODS, {
     "9.1": {"any sharded J means an AllReduce":
-            "a contracting dimension J sharded on only one operand is gathered first (an "
-            "AllGather); only J sharded on both leaves partial sums to all-reduce"},
+            "a contracting dimension J sharded on only one operand, when the other operand "
+            "uses that axis for another dimension, must be gathered first (an AllGather); "
+            "partial sums arise where both operands hold matching slices of J",
+            "a reduce-scatter for the partial sums":
+            "a ReduceScatter leaves C sharded over the axis; the question asks for C with only "
+            "the shardings its layout implies (replicated over the contracting axis): an "
+            "AllReduce"},
     "9.2": {"the whole array V": "each device already holds V/n: it receives the rest",
             "fp32 weights": "the weights are bf16, 2 bytes each"},
     "9.3": {"an AllGather's cost": "an AllReduce is a ReduceScatter plus an AllGather",

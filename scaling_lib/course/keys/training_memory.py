@@ -243,9 +243,10 @@ HINTS = {
             "divide the scores' term by the whole per-layer formula"),
     '6.9': ('Recomputation runs part of the work again: compare with the work of a step.',
             'one more forward of the layers, over the forward and backward of the model'),
-    '6.10': ('Let the library add the parts, with the plan of the question.',
-             'build the ParallelPlan of the question and call mem.training_memory with flash '
-             'attention'),
+    '6.10': ('Add the parts one at a time: model states, activations, logits, then buffers.',
+             'states sharded as the ZeRO stage says (over dp); one micro-batch of activations per '
+             'layer, split over tp by sequence parallelism; two fp32 logit copies over tp; then the '
+             'gathered weights, buffers and reserve the question lists'),
     '6.11': ('Each stage shards one more kind of state.',
              'split the bytes into optimizer states, gradients and weights; divide by dp those '
              'the stage shards'),
@@ -326,3 +327,33 @@ with_messages(WRONG_METHODS, {
              "vocabulary not split over tp": "tensor parallelism splits the vocabulary over tp",
              "GiB instead of GB (bytes read as 2^30)": "the answer is in bytes"},
 })
+
+
+# ---- 6.14: gradient traffic with accumulation under ZeRO-2 (issue 24) -------------------------
+
+def _zero2_plan(p):
+    return ParallelPlan(dp=p.dp, zero=2)
+
+
+def accumulation_grad_traffic(p):
+    """Ex 6.14: gradient bytes one rank receives per step under ZeRO-2, reduce-scattering after
+    each of the m = B/dp micro-batches (parallelism.fsdp.comms, collectives.collective_bytes)."""
+    from ... import collectives
+    from ...parallelism import fsdp
+
+    return sum(collectives.collective_bytes(c.kind, c.nbytes, c.group_size).received_bytes * c.count
+               for c in fsdp.comms(p.model, _zero2_plan(p), p.B, p.T) if c.kind == "reduce-scatter")
+
+
+WRONG_METHODS["6.14"] = {
+    "one reduce-scatter per step (ZeRO-1's count)": (
+        lambda p: accumulation_grad_traffic(p) / _zero2_plan(p).n_microbatches(p.B),
+        "ZeRO-2 keeps only a shard of the gradient, so each micro-batch's gradient is "
+        "reduce-scattered into it: m of them per step"),
+    "all-reduce bytes (2(n-1)/n per micro-batch)": (
+        lambda p: 2 * accumulation_grad_traffic(p),
+        "a reduce-scatter moves half of what an all-reduce does: (n-1)/n of the gradient"),
+}
+HINTS["6.14"] = ("How many micro-batches does a rank run, and what does each send?",
+                 "m = B / dp micro-batches; each reduce-scatters the whole bf16 gradient, of which "
+                 "a ring receives (n-1)/n")

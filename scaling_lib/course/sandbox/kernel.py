@@ -17,6 +17,10 @@ from .modes import Isolation, detect
 GRACE_TIME = 3.0        # seconds a kernel gets to answer an interrupt before it is killed
 STARTUP_TIME = 60.0     # seconds a kernel gets to start
 MAX_OUTPUT = 4_000_000  # characters of output kept per cell
+# A Unix socket's path holds at most 107 bytes (sockaddr_un); the kernel's sockets live at
+# <base>/jail-<16 hex>/run/k-<port>, about 40 bytes below the base folder.
+IPC_PATH_MAX = 107
+_JAIL_SUFFIX = len("/jail-0123456789abcdef/run/k-65535")
 
 
 @dataclass
@@ -45,7 +49,9 @@ class Kernel:
         self.iso = isolation or detect()
         self._own_base = None
         if base is None:
-            self._own_base = tempfile.mkdtemp(prefix="grader-", dir=cwd)
+            # beside ``cwd`` when its path is short enough for the sockets, else in the temp dir
+            short = cwd is not None and len(os.path.abspath(cwd)) + 30 + _JAIL_SUFFIX < IPC_PATH_MAX
+            self._own_base = tempfile.mkdtemp(prefix="grader-", dir=cwd if short else None)
             os.chmod(self._own_base, 0o711)
             base = self._own_base
         self.base, self.memory_bytes, self.env_path = base, memory_bytes, env_path
@@ -56,11 +62,22 @@ class Kernel:
         self.client = None
 
     def start(self) -> None:
+        if len(os.path.abspath(self.base)) + _JAIL_SUFFIX >= IPC_PATH_MAX:
+            raise ValueError(f"base={self.base!r} is too long for the kernel's Unix sockets: its "
+                             f"path must stay under {IPC_PATH_MAX - _JAIL_SUFFIX} characters; "
+                             "choose a shorter folder")
+        self.jail = Jail(self.iso, self.base, memory_bytes=self.memory_bytes, ro=self.ro,
+                         max_processes=self.max_processes)
+        try:
+            self._connect()
+        except BaseException:
+            self.stop()  # a kernel that did not start leaves no process, jail or cgroup behind
+            raise
+
+    def _connect(self) -> None:
         from jupyter_client import BlockingKernelClient
         from jupyter_client.connect import write_connection_file
 
-        self.jail = Jail(self.iso, self.base, memory_bytes=self.memory_bytes, ro=self.ro,
-                         max_processes=self.max_processes)
         conn = str(self.jail.run_dir / "kernel.json")
         write_connection_file(conn, transport="ipc", ip=str(self.jail.run_dir / "k"))
         if self.jail.uid:

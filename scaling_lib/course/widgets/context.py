@@ -53,31 +53,52 @@ def plot_work(ax, T=64, cp=4):
     ax.set_xticks(x)
     ax.set_xlabel("cp rank")
     ax.set_ylabel("work / average")
-    ax.legend(fontsize=8)
+    ax.set_ylim(0, None)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.2), frameon=False)  # below the bars
+
+
+def can_run(model, variant, cp, tp=1) -> bool:
+    """Whether ``variant`` can split this model over ``cp`` ranks: Ulysses needs the query heads
+    per tensor rank to split over cp (key/value heads are replicated when fewer than cp), the
+    others always can (the rule of :func:`scaling_lib.parallelism.context.best_variant`)."""
+    n, k = cx.heads_per_rank(model, tp)
+    return variant != "ulysses" or not (n % cp or (k % cp and cp % k))
 
 
 def plot_comm_to_attention(ax, model, cp, systems, T=(8192, 16384, 32768, 65536, 131072,
-                                                        262144), tp=8):
+                                                        262144), tp=8, *, what="comm"):
     """Each variant's communication per layer over its attention compute, against T.
 
-    ``systems``: (label, accelerator, one-way bytes/s per device) tuples. Variants that cannot
-    split the heads (Ulysses past K/tp) are left out.
+    ``what="comm"``: the whole communication time of every variant (log scale);
+    ``what="exposed"``: the part compute does not hide (linear scale: the ring's hidden sends
+    are 0 there, drawn as 0). ``systems``: (label, accelerator, one-way bytes/s per device)
+    tuples. A variant that cannot split the heads (Ulysses with cp not dividing the query
+    heads) is named in the legend as left out. Returns the variants drawn.
     """
+    if what not in ("comm", "exposed"):
+        raise ValueError(f"what={what!r} is not a quantity this plot draws; choose 'comm' or "
+                         "'exposed'")
     T = np.asarray(T, dtype=float)
-    n, k = cx.heads_per_rank(model, tp)
     styles = {"allgather": "-", "ring": "--", "ulysses": ":"}
-    for label, acc, W in systems:
-        for v in cx.VARIANTS:
-            if v == "ulysses" and (n % cp or k % cp):
-                continue
+    colours = {"NVLink": "#0072B2", "NIC": "#D55E00"}
+    drawn = [v for v in cx.VARIANTS if can_run(model, v, cp, tp)]
+    for i, (label, acc, W) in enumerate(systems):
+        colour = colours.get(label, f"C{i}")
+        for v in drawn:
             t = cx.layer_times(model, v, cp, T, acc, W, tp=tp)
-            what = "exposed" if v == "ring" else "comm"
             ax.plot(T, getattr(t, what) / t.attention, styles[v], marker="o", ms=3,
-                    label=f"{v} ({what}), {label}")
+                    color=colour, label=f"{v}, {label}")
+    for v in cx.VARIANTS:
+        if v not in drawn:
+            ax.plot([], [], " ", label=f"{v}: cannot split the heads")
     ax.set_xscale("log", base=2)
-    ax.set_yscale("symlog", linthresh=1e-3)  # linear near 0: the ring's fully hidden sends
-    ax.set_ylim(bottom=0)
+    if what == "comm":
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0)
     ax.axhline(1.0, color="k", lw=0.8, ls=":")
     ax.set_xlabel("sequence length T")
-    ax.set_ylabel("communication / attention")
-    ax.legend(fontsize=7)
+    ax.set_ylabel(("communication" if what == "comm" else "exposed communication")
+                  + " / attention")
+    ax.legend(fontsize=7, loc="upper right")
+    return drawn

@@ -31,15 +31,15 @@ def plot_routing(ax_loads, ax_drops, *, n=4096, E=16, k=2, capacity_factor=1.25,
         ax_loads.bar(np.arange(E) + (i - 0.5) * width, loads, width,
                      label=f"skew {skew:g}: imbalance {expert.imbalance(loads):.2f}")
     ax_loads.axhline(C, color="black", ls="--", lw=1,
-                     label=f"capacity C = {C} (factor {capacity_factor:g})")
+                     label=f"capacity S = {C} slots (factor φ = {capacity_factor:g})")
     ax_loads.axhline(k * n / E, color="gray", ls=":", lw=1, label=f"balanced k·n/E = {k * n // E}")
     ax_loads.set(xlabel="expert", ylabel="tokens routed", xticks=range(0, E, 2),
                  title=f"{n:,} tokens, top-{k} of {E} experts")
-    ax_loads.legend(fontsize=8)
+    ax_loads.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.15), frameon=False)  # below
     for skew in SKEWS:
         ax_drops.plot(CAPACITY_FACTORS, 100 * drop_curve(n, E, k, skew, seed=seed),
                       label=f"router skew {skew:g}")
     ax_drops.axvline(capacity_factor, color="black", ls="--", lw=1)
-    ax_drops.set(xlabel="capacity factor c", ylabel="assignments dropped (%)",
-                 title="C = ceil(c·k·n/E) slots per expert", ylim=(0, None))
+    ax_drops.set(xlabel="capacity factor φ", ylabel="assignments dropped (%)",
+                 title="S = ceil(φ·k·n/E) slots per expert", ylim=(0, None))
     ax_drops.legend(fontsize=8)

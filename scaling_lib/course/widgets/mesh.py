@@ -77,7 +77,7 @@ def plot_traffic(ax, report: M.MeshReport, *, unit=1e9):
     ax.set_yscale("symlog", linthresh=0.1)
     ax.set_ylim(0, max(1.0, float(bottom.max())) * 4)  # room above the tallest bar
     ax.set_ylabel("GB sent per GPU per step")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)  # beside the bars
 
 
 def summary(report: M.MeshReport) -> str:
@@ -90,15 +90,22 @@ def summary(report: M.MeshReport) -> str:
     lines.append("sent per GPU per step: " + ", ".join(
         f"{c} {tot[c] / 1e9:.3g} GB ({report.line_rate_time[c]:.3g} s at line rate)"
         for c in M.LINK_CLASSES))
+    parts = ", ".join(f"{k} {v / 1e9:.1f}" for k, v in report.memory.items() if v >= 0.05e9)
     lines.append(f"memory per GPU: {report.memory.total / 1e9:.1f} GB "
-                 f"({'fits' if report.fits else 'does not fit'})")
+                 f"({'fits' if report.fits else 'does not fit'}; GB: {parts})")
     return "\n".join(lines)
 
 
+SCHEDULE_CHOICES = (("1F1B", ("1f1b", 1)), ("interleaved, v = 2", ("interleaved", 2)),
+                    ("interleaved, v = 4", ("interleaved", 4)), ("GPipe", ("gpipe", 1)))
+
+
 def explorer(model="llama3-405b", cluster="llama3-24k", tp=8, cp=1, pp=16, dp=64,
-             global_batch=2048, T=8192):
-    """Choose the degrees, the mesh order, the batch and sequence; see the numbering of the
-    first nodes, which links each axis uses, the traffic on each and the memory per GPU."""
+             global_batch=2048, T=8192, schedule=("interleaved", 4), recompute="full", zero=1):
+    """Choose the degrees, the mesh order, the batch and sequence, the pipeline schedule, the
+    recomputation and the ZeRO stage; see the numbering of the first nodes, which links each
+    axis uses, the traffic on each and the memory per GPU (it opens on a Llama 3 405B layout
+    that fits: interleaved 1F1B with full recomputation)."""
     import ipywidgets as w
     import matplotlib.pyplot as plt
 
@@ -110,13 +117,20 @@ def explorer(model="llama3-405b", cluster="llama3-24k", tp=8, cp=1, pp=16, dp=64
                          value="tp,cp,pp,dp", description="order")
     b_w = w.IntText(value=global_batch, description="batch (seq)")
     t_w = w.IntText(value=T, description="T")
+    sched_w = w.Dropdown(options=list(SCHEDULE_CHOICES), value=tuple(schedule),
+                         description="schedule")
+    rec_w = w.Dropdown(options=["none", "selective", "full"], value=recompute,
+                       description="recompute")
+    zero_w = w.Dropdown(options=[0, 1, 2, 3], value=zero, description="ZeRO")
     out = w.Output()
 
     def redraw(*_):
         with out:
             out.clear_output(wait=True)
             try:
-                plan = ParallelPlan(sequence_parallel=deg["tp"].value > 1, zero=1,
+                kind, v = sched_w.value
+                plan = ParallelPlan(sequence_parallel=deg["tp"].value > 1, zero=zero_w.value,
+                                    schedule=kind, virtual_stages=v, recompute=rec_w.value,
                                     **{a: d.value for a, d in deg.items()})
                 order = tuple(order_w.value.split(","))
                 rep = M.mesh_report(model, cluster, plan, b_w.value, t_w.value, order=order)
@@ -130,10 +144,11 @@ def explorer(model="llama3-405b", cluster="llama3-24k", tp=8, cp=1, pp=16, dp=64
             except ValueError as exc:
                 print(f"not a valid setting: {exc}")
 
-    for ctl in (*deg.values(), order_w, b_w, t_w):
+    for ctl in (*deg.values(), order_w, b_w, t_w, sched_w, rec_w, zero_w):
         ctl.observe(redraw, names="value")
     redraw()
-    return w.VBox([w.HBox(list(deg.values())), w.HBox([order_w, b_w, t_w]), out])
+    return w.VBox([w.HBox(list(deg.values())), w.HBox([order_w, b_w, t_w]),
+                   w.HBox([sched_w, rec_w, zero_w]), out])
 
 
 __all__ = ["explorer", "node_grid", "plot_mesh", "plot_traffic", "summary"]

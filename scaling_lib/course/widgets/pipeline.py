@@ -77,6 +77,9 @@ def explorer(pp=4, m=8, kind="1f1b", v=1):
         with out:
             out.clear_output(wait=True)
             try:
+                # only the interleaved schedule has virtual stages: the slider is greyed out
+                # (and v = 1 used) for GPipe and 1F1B, never silently ignored
+                v_w.disabled = kind_w.value != "interleaved"
                 v = v_w.value if kind_w.value == "interleaved" else 1
                 ev = pipeline.schedule(pp_w.value, m_w.value, v=v, kind=kind_w.value,
                                        t_bwd=tb_w.value)
@@ -87,7 +90,9 @@ def explorer(pp=4, m=8, kind="1f1b", v=1):
                 print(f"bubble: {pipeline.bubble_fraction(ev):.1%} of the step, "
                       f"{pipeline.bubble_fraction(ev, relative_to='compute'):.1%} of the ideal "
                       f"compute time; peak micro-batches in flight per stage: "
-                      f"{', '.join(f'{x:g}' for x in peak)}")
+                      f"{', '.join(f'{x:g}' for x in peak)}"
+                      + ("" if kind_w.value == "interleaved" or v_w.value == 1 else
+                         f" (v={v_w.value} applies to the interleaved schedule only)"))
             except ValueError as exc:
                 print(f"not a valid setting: {exc}")
 

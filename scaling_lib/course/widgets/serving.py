@@ -22,18 +22,38 @@ PRECISIONS = {"bf16": ("bf16", "bf16"), "fp8 weights + fp8 KV": ("fp8", "fp8"),
               "int4 weights + int8 KV": ("int4", "int8")}
 
 
+def _layout(model, accelerator, n_devices, batch, prompt_len, gen_len, dtype, kv_dtype, layout):
+    """(tp, pp, replicas) for the explorer's layout choice: "auto" is the estimate's own pick at
+    ``batch`` (tp inside the scale-up domain, pp across nodes, replicas), "tp" is tensor
+    parallelism over every device (all-reduces cross the network beyond one node)."""
+    if layout == "tp":
+        return n_devices, 1, 1
+    if layout != "auto":
+        raise ValueError(f"layout={layout!r}: choose 'auto' or 'tp'")
+    e = serving.estimate(model, accelerator, n_devices, batch=batch, prompt_len=prompt_len,
+                         gen_len=gen_len, dtype=dtype, kv_dtype=kv_dtype)
+    return int(e.tp), int(e.pp), int(e.replicas)
+
+
 def plot_breakdown(ax, model="llama3-70b", accelerator="h100", n_devices=8, *, batch=64,
-                   prompt_len=1024, gen_len=256, dtype="bf16", kv_dtype=None, batches=BATCHES):
+                   prompt_len=1024, gen_len=256, dtype="bf16", kv_dtype=None, batches=BATCHES,
+                   layout="auto"):
     """Decode step parts (ms) against the batch on log axes; returns the breakdown at ``batch``.
 
-    Batches whose memory does not fit are drawn faded.
+    One layout for every batch: the estimate's pick at ``batch`` ("auto": tp inside a node, pp
+    across nodes) or tensor parallelism over all devices ("tp"). Batches whose weights, cache
+    and activations do not fit in HBM are drawn faded (the legend says so).
     """
     B = np.asarray(batches)
     S = prompt_len + gen_len // 2
-    parts = serving.decode_time_breakdown(model, accelerator, n_devices, batch=B, context=S,
-                                          dtype=dtype, kv_dtype=kv_dtype)
+    tp, pp, reps = _layout(model, accelerator, n_devices, batch, prompt_len, gen_len, dtype,
+                           kv_dtype, layout)
+    Br = np.maximum(B // reps, 1)
+    parts = serving.decode_time_breakdown(model, accelerator, tp * pp, batch=Br, context=S,
+                                          dtype=dtype, kv_dtype=kv_dtype, tp=tp, pp=pp)
     e = serving.estimate(model, accelerator, n_devices, batch=B, prompt_len=prompt_len,
-                         gen_len=gen_len, dtype=dtype, kv_dtype=kv_dtype, tp=n_devices)
+                         gen_len=gen_len, dtype=dtype, kv_dtype=kv_dtype, tp=tp, pp=pp,
+                         replicas=reps)
     fits = np.asarray(e.fits)
     styles = {"weights": "-", "kv cache": "-", "flops": ":", "communication": "--",
               "launch": "-."}
@@ -46,19 +66,22 @@ def plot_breakdown(ax, model="llama3-70b", accelerator="h100", n_devices=8, *, b
             ax.loglog(B[~fits], t[~fits], styles[name], color=line.get_color(), alpha=0.3)
     tpot = np.asarray(e.tpot) * 1e3
     ax.loglog(B[fits], tpot[fits], "k-", lw=2, alpha=0.8, label="time per output token")
-    ax.loglog(B[~fits], tpot[~fits], "k-", lw=2, alpha=0.2)
+    if not fits.all():
+        ax.loglog(B[~fits], tpot[~fits], "k-", lw=2, alpha=0.2,
+                  label="faded: does not fit in HBM")
     ax.axvline(batch, color="grey", lw=1)
-    here = serving.decode_time_breakdown(model, accelerator, n_devices, batch=batch, context=S,
-                                         dtype=dtype, kv_dtype=kv_dtype)
+    here = serving.decode_time_breakdown(model, accelerator, tp * pp,
+                                         batch=max(batch // reps, 1), context=S, dtype=dtype,
+                                         kv_dtype=kv_dtype, tp=tp, pp=pp)
     t_here = float(serving.estimate(model, accelerator, n_devices, batch=batch,
                                     prompt_len=prompt_len, gen_len=gen_len, dtype=dtype,
-                                    kv_dtype=kv_dtype, tp=n_devices).tpot)
+                                    kv_dtype=kv_dtype, tp=tp, pp=pp, replicas=reps).tpot)
     ax.plot([batch], [t_here * 1e3], "k*", ms=12, label=f"batch {batch}")
     ax.set_xlabel("batch: sequences decoded together (B)")
     ax.set_ylabel("ms per decode step")
     kv = kv_dtype or dtype
-    ax.set_title(f"{model} on {n_devices} x {hardware.get(accelerator).name}, {dtype} weights, "
-                 f"{kv} KV, context {S:,}", fontsize=9)
+    ax.set_title(f"{model} on {n_devices} x {hardware.get(accelerator).name} (tp={tp} pp={pp} "
+                 f"replicas={reps}), {dtype} weights, {kv} KV, context {S:,}", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     return here
@@ -125,22 +148,27 @@ def plot_pareto(ax, model="llama3-70b", accelerator="h100", device_counts=DEVICE
 
 
 def summary(model, accelerator, n_devices, *, batch, prompt_len, gen_len, dtype="bf16",
-            kv_dtype=None, price=None) -> str:
-    """One paragraph of the estimate's figures (what the explorer prints under its plots)."""
+            kv_dtype=None, price=None, layout="auto") -> str:
+    """One paragraph of the estimate's figures (what the explorer prints under its plots).
+
+    A setup that does not fit gets no price: it cannot run, so it has no cost per token.
+    """
     from ...units import fmt_bytes, fmt_seconds
 
+    tp, pp, reps = _layout(model, accelerator, n_devices, batch, prompt_len, gen_len, dtype,
+                           kv_dtype, layout)
     e = serving.estimate(model, accelerator, n_devices, batch=batch, prompt_len=prompt_len,
                          gen_len=gen_len, dtype=dtype, kv_dtype=kv_dtype,
-                         price_per_device_hour=price)
+                         price_per_device_hour=price, tp=tp, pp=pp, replicas=reps)
     hbm = hardware.get(accelerator).hbm_bytes
-    cost = ("" if e.cost_per_million_tokens is None
+    cost = ("" if e.cost_per_million_tokens is None or not e.fits
             else f"; ${float(e.cost_per_million_tokens):,.2f} per million output tokens")
-    return (f"TTFT {fmt_seconds(float(e.ttft))} ({e.prefill_bound}-bound), TPOT "
+    return (f"Layout {e.layout}. TTFT {fmt_seconds(float(e.ttft))} ({e.prefill_bound}-bound), TPOT "
             f"{fmt_seconds(float(e.tpot))} ({e.decode_bound}-bound); "
             f"{float(e.tokens_per_s):,.0f} output tokens/s "
             f"({float(e.tokens_per_s_per_device):,.1f} per device){cost}. Memory per device "
             f"{fmt_bytes(float(e.memory.total))} of {fmt_bytes(hbm)}"
-            + ("" if e.fits else ": DOES NOT FIT") + ".")
+            + ("" if e.fits else ": DOES NOT FIT (no price: it cannot run)") + ".")
 
 
 def explorer(model="llama3-70b", accelerator="h100", n_devices=8, batch=64, prompt_len=1024,
@@ -156,6 +184,9 @@ def explorer(model="llama3-70b", accelerator="h100", n_devices=8, batch=64, prom
     acc_w = w.Dropdown(options=[n for n in hardware.names() if hardware.get(n).supports("bf16")],
                        value=accelerator, description="chip")
     n_w = w.Dropdown(options=[1, 2, 4, 8, 16, 32, 64], value=n_devices, description="devices")
+    lay_w = w.Dropdown(options=[("tp in a node, pp across nodes", "auto"),
+                                ("tensor parallel over all", "tp")], value="auto",
+                       description="layout")
     prec_w = w.Dropdown(options=list(PRECISIONS), value="bf16", description="precision")
     b_w = w.Dropdown(options=[int(b) for b in BATCHES], value=batch, description="batch")
     p_w = w.IntText(value=prompt_len, description="prompt len")
@@ -170,9 +201,11 @@ def explorer(model="llama3-70b", accelerator="h100", n_devices=8, batch=64, prom
             kw = dict(prompt_len=p_w.value, gen_len=g_w.value, dtype=dtype, kv_dtype=kv)
             try:
                 text = summary(model_w.value, acc_w.value, n_w.value, batch=b_w.value,
-                               price=price_w.value if price_w.value > 0 else None, **kw)
+                               price=price_w.value if price_w.value > 0 else None,
+                               layout=lay_w.value, **kw)
                 fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4))
-                plot_breakdown(a1, model_w.value, acc_w.value, n_w.value, batch=b_w.value, **kw)
+                plot_breakdown(a1, model_w.value, acc_w.value, n_w.value, batch=b_w.value,
+                               layout=lay_w.value, **kw)
                 plot_pareto(a2, model_w.value, acc_w.value, n_devices=n_w.value,
                             batch=b_w.value, **kw)
             except ValueError as exc:  # the library names the rule and the valid choices
@@ -181,8 +214,8 @@ def explorer(model="llama3-70b", accelerator="h100", n_devices=8, batch=64, prom
             plt.show()
             print(text)
 
-    for ctl in (model_w, acc_w, n_w, prec_w, b_w, p_w, g_w, price_w):
+    for ctl in (model_w, acc_w, n_w, lay_w, prec_w, b_w, p_w, g_w, price_w):
         ctl.observe(redraw, names="value")
     redraw()
-    return w.VBox([w.HBox([model_w, acc_w, n_w]), w.HBox([prec_w, b_w, price_w]),
+    return w.VBox([w.HBox([model_w, acc_w, n_w]), w.HBox([lay_w]), w.HBox([prec_w, b_w, price_w]),
                    w.HBox([p_w, g_w]), out])
