@@ -166,8 +166,9 @@ def compare(table: dict, a: int, b: int, objective: str = "time") -> str:
     >>> t = {k: np.array(v) for k, v in dict(step_time=[10.0, 10.2], compute_time=[8.0, 8.6],
     ...      exposed_comm_time=[1.0, 1.0], bubble_time=[1.0, 0.6], optimizer_time=[0.0, 0.0],
     ...      n_devices=[8, 8], **{k: [1, 1] for k in _PLAN_KEYS}).items()}
-    >>> compare(t, 0, 1)
-    'it differs in nothing; its step is 200.0 ms longer: compute +600.0 ms, pipeline bubble -400.0 ms'
+    >>> compare(t, 0, 1)  # doctest: +NORMALIZE_WHITESPACE
+    'it differs in nothing; its step is 200.0 ms longer: compute +600.0 ms,
+     pipeline bubble -400.0 ms'
     """
     parts = ("compute_time", "exposed_comm_time", "bubble_time", "optimizer_time")
     label = {"compute_time": "compute", "exposed_comm_time": "exposed communication",

@@ -89,6 +89,6 @@ def test_marginal_gain_is_the_schedulers_marginal_throughput():
 
 
 def test_share_or_srpt_shortest_first_finishes_sooner_on_average():
-    axes = D.share_or_srpt(curve(), 1e10, 64)  # linear between 8 and 64 GPUs: same end, sooner average
+    axes = D.share_or_srpt(curve(), 1e10, 64)  # same total work: shortest first, sooner average
     shared, srpt = (float(a.get_title().split("completion ")[1].split(" h")[0]) for a in axes)
     assert srpt < shared

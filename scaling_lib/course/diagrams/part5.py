@@ -171,7 +171,8 @@ def calibrate_flow(fields, ax=None):
     ax.set_title("scaling-lib calibrate: measure small, fit physics, check, plan large",
                  color=TEXT, fontsize=9)
     return set_alt(ax, "Four boxes left to right: measure small runs, fit the estimator's "
-                       f"constants ({', '.join(fields)}), check on unseen runs, plan the large run.")
+                       f"constants ({', '.join(fields)}), check on unseen runs, "
+                       "plan the large run.")
 
 
 def checkpoint_timeline(interval, checkpoint_time, restart_time, failure_at, ax=None):
@@ -208,8 +209,9 @@ def checkpoint_timeline(interval, checkpoint_time, restart_time, failure_at, ax=
     legend(ax, [("work (τ)", colours["work"]), ("checkpoint (δ)", colours["checkpoint"]),
                 ("work lost", colours["lost"]), ("restart (R)", colours["restart"])],
            loc="upper left", ncol=4)
-    ax.set_title(f"τ = {interval / 60:.0f} min of work per checkpoint, δ = {checkpoint_time:.0f} s,"
-                 f" R = {restart_time / 60:.0f} min", color=TEXT, fontsize=9)
+    ax.set_title(f"τ = {interval / 60:.0f} min of work per checkpoint, "
+                 f"δ = {checkpoint_time:.0f} s, R = {restart_time / 60:.0f} min",
+                 color=TEXT, fontsize=9)
     return set_alt(ax, f"A timeline of work blocks of {interval / 60:.0f} minutes, each followed "
                        f"by a {checkpoint_time:.0f} s checkpoint; a failure "
                        f"{(failure_at - last_ckpt) / 60:.0f} minutes after the last checkpoint "
