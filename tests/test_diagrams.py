@@ -4,6 +4,7 @@ must, follows the library object it draws, and carries alt text."""
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import matplotlib
 import pytest
@@ -67,8 +68,21 @@ def _close():
     plt.close("all")
 
 
+def _part_names():
+    """Diagrams the book's parts added (modules ``part*``): each part's own test file draws them."""
+    return {n for n, mod in D._WHERE.items() if mod.startswith("part")}
+
+
 def test_every_function_in_the_table_is_tested_here():
-    assert set(CALLS) == set(D.__all__) - {"alt_text"}
+    assert set(CALLS) == set(D.__all__) - {"alt_text"} - _part_names()
+
+
+def test_every_part_diagram_is_drawn_by_its_parts_test_file():
+    tests = Path(__file__).parent
+    for name in sorted(_part_names()):
+        own = tests / f"test_diagrams_{D._WHERE[name]}.py"
+        assert own.exists(), f"{name} lives in diagrams/{D._WHERE[name]}.py but {own.name} is missing"
+        assert f"{name}(" in own.read_text(), f"{own.name} never draws {name}"
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))
