@@ -14,7 +14,9 @@ sequence's KV read; :func:`linear_step_time` takes both from the decode step's o
 policies: "reserve" (P + G tokens reserved at admission, never preempted: the first engines) or
 "paged" (vLLM: blocks allocated as sequences grow; when the cache runs out the newest running
 request is preempted, its cache dropped and recomputed on readmission; Kwon et al., SOSP 2023),
-which counts preemptions. Disaggregated serving (DistServe: Zhong et al., OSDI 2024) runs the
+which counts preemptions. With ``chunk_tokens`` (chunked prefill, Sarathi-Serve) the prompts go
+through in chunks that ride in the decode iterations, each costing max(t_step(b), chunk time).
+Disaggregated serving (DistServe: Zhong et al., OSDI 2024) runs the
 prefills on separate servers (FIFO) whose caches travel to the decode server in
 ``kv_transfer_time`` (:func:`kv_transfer_time`, priced on the link): the first token comes from the
 prefill server, decode steps carry no prefill.
