@@ -14,7 +14,9 @@ sequence's KV read; :func:`linear_step_time` takes both from the decode step's o
 policies: "reserve" (P + G tokens reserved at admission, never preempted: the first engines) or
 "paged" (vLLM: blocks allocated as sequences grow; when the cache runs out the newest running
 request is preempted, its cache dropped and recomputed on readmission; Kwon et al., SOSP 2023),
-which counts preemptions. Disaggregated serving (DistServe: Zhong et al., OSDI 2024) runs the
+which counts preemptions. With ``chunk_tokens`` (chunked prefill, Sarathi-Serve) the prompts go
+through in chunks that ride in the decode iterations, each costing max(t_step(b), chunk time).
+Disaggregated serving (DistServe: Zhong et al., OSDI 2024) runs the
 prefills on separate servers (FIFO) whose caches travel to the decode server in
 ``kv_transfer_time`` (:func:`kv_transfer_time`, priced on the link): the first token comes from the
 prefill server, decode steps carry no prefill.
@@ -200,7 +202,7 @@ def _per_request(name, value, n):
 def simulate(*, prompt_len, gen_len, kv_budget_tokens, prefill_time, t0, t1, rate=None,
              n_requests=None, arrival_times=None, seed=0, kv_policy="reserve", max_batch=None,
              prefix_hit_rate=0.0, slo_ttft=None, slo_tpot=None, disaggregated=False,
-             prefill_servers=1, kv_transfer_time=0.0) -> SimResult:
+             prefill_servers=1, kv_transfer_time=0.0, chunk_tokens=None) -> SimResult:
     """Run the continuous-batching server over a stream of requests (see the module docstring).
 
     Give either ``rate`` (requests/s, Poisson arrivals) with ``n_requests``, or
@@ -213,6 +215,13 @@ def simulate(*, prompt_len, gen_len, kv_budget_tokens, prefill_time, t0, t1, rat
     of each prompt found in the prefix cache (its prefill is skipped); ``slo_ttft`` /
     ``slo_tpot``: latency targets (seconds) for the goodput; ``disaggregated``: prefill on
     ``prefill_servers`` separate servers, the cache moved in ``kv_transfer_time`` seconds.
+    ``chunk_tokens``: chunked prefill (Sarathi-Serve, Agrawal et al., OSDI 2024; one server,
+    "reserve" policy): each iteration carries at most that many prompt tokens of the admitted
+    requests, first come first served, next to the running batch's decode step, and costs
+    max(t_step(b), chunk tokens x t_prefill/P): the chunk's FLOPs hide under the memory-bound
+    decode step until they exceed it (the detailed iteration is
+    :func:`scaling_lib.serving.estimator.mixed_step_parts`). A request's first token comes at
+    the end of the iteration that finishes its prompt.
 
     >>> r = simulate(prompt_len=512, gen_len=4, kv_budget_tokens=4096, prefill_time=0.02,
     ...              t0=0.01, t1=0.0, arrival_times=[0.0])
@@ -267,6 +276,13 @@ def simulate(*, prompt_len, gen_len, kv_budget_tokens, prefill_time, t0, t1, rat
     if G.sum() > MAX_TOKENS:
         raise ValueError(f"{n} requests generating {G.sum():g} tokens is too large to "
                          f"simulate: keep it <= {MAX_TOKENS:g}")
+    chunk = None
+    if chunk_tokens is not None:
+        chunk = check_int("chunk_tokens", chunk_tokens, maximum=2**24)
+        if disaggregated or policy != "reserve":
+            raise ValueError(f"chunk_tokens={chunk} works on one server with kv_policy="
+                             "'reserve'; choose disaggregated=False and kv_policy='reserve', or "
+                             "chunk_tokens=None")
     if max_batch is None:
         cap = int(budget // need.max()) if policy == "reserve" else 256
     else:
@@ -296,6 +312,9 @@ def simulate(*, prompt_len, gen_len, kv_budget_tokens, prefill_time, t0, t1, rat
         done_tok += 1
     run = np.zeros(0, dtype=np.int64)  # running requests, in admission order
     waiting: deque = deque()
+    prefilling: deque = deque()  # chunked: admitted, prompt not yet through
+    rem_tok = P.astype(float) * (1 - hit)  # chunked: prompt tokens still to prefill
+    t_tok = np.where(rem_tok > 0, pre / np.maximum(rem_tok, 1e-30), 0.0)
     nxt = 0
     now = float(join[order[0]])
     busy = 0.0
@@ -303,15 +322,15 @@ def simulate(*, prompt_len, gen_len, kv_budget_tokens, prefill_time, t0, t1, rat
     preempted = 0
     was_preempted = np.zeros(n, dtype=bool)
     jt = join[order]
-    while nxt < n or waiting or run.size:
+    while nxt < n or waiting or run.size or prefilling:
         while nxt < n and jt[nxt] <= now:
             waiting.append(int(order[nxt]))
             nxt += 1
-        if not run.size and not waiting:
+        if not run.size and not waiting and not prefilling:
             now = float(jt[nxt])
             continue
         new = []
-        while waiting and run.size + len(new) < cap:
+        while waiting and run.size + len(prefilling) + len(new) < cap:
             i = waiting[0]
             want = int(need[i]) if policy == "reserve" else int(P[i] + done_tok[i] + 1)
             if used + want > budget:
@@ -322,7 +341,35 @@ def simulate(*, prompt_len, gen_len, kv_budget_tokens, prefill_time, t0, t1, rat
             cached[i] = want
         b = run.size
         step = t0 + t1 * b if b else 0.0
-        if new:
+        if chunk is not None and (new or prefilling):
+            prefilling.extend(new)
+            room, t_chunk, through = float(chunk), 0.0, []
+            for i in prefilling:
+                take = min(room, rem_tok[i])
+                rem_tok[i] -= take
+                room -= take
+                t_chunk += take * t_tok[i]
+                if rem_tok[i] <= 0:
+                    through.append(i)
+                if room <= 0:
+                    break
+            for _ in through:
+                prefilling.popleft()
+            dt = max(step, t_chunk)
+            if dt <= 0 and not through:
+                dt = 1e-9
+            now += dt
+            busy += b * dt
+            if b:
+                left[run] -= 1
+                done_tok[run] += 1
+            if through:
+                idx = np.array(through, dtype=np.int64)
+                first[idx] = now
+                left[idx] -= 1
+                done_tok[idx] += 1
+                run = np.concatenate([run, idx])
+        elif new:
             idx = np.array(new, dtype=np.int64)
             # a new request's prefill makes its first token; a preempted one recomputes
             redo = was_preempted[idx]
