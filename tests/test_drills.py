@@ -355,3 +355,24 @@ def test_score_sheet_filled_from_the_grader_json():
         "result"] == "no pass"
     with pytest.raises(ValueError, match="0, 1, 2 or 3"):
         mock.score_sheet(3, grades, {"concept:tp_decode": 5})
+
+
+def test_score_sheet_command_reads_the_grader_json(tmp_path, capsys):
+    import json
+    from scaling_lib.course.drills import mock
+    path = tmp_path / "grades.json"
+    path.write_text(json.dumps([{"notebook": "alice_93_interview_senior.ipynb",
+                                 "exercises": {"93.1": "pass", "93.2": "pass", "93.9": "fail"}},
+                                {"notebook": "alice_90_numbers.ipynb",
+                                 "exercises": {"90.12": "pass", "90.13": "pass",
+                                               "90.14": "pass"}}]))
+    args = [str(path), "--student", "alice", "--level", "3", "--score", "concept:tp_decode=3",
+            "--score", "concept:diverging_run=2", "--score", "design:training=2"]
+    assert mock.main(args) == 0
+    out = capsys.readouterr().out
+    assert "| 93.9 | numeric | 0 | 1 | grader |" in out and out.strip().endswith(
+        "design 2.") and "**Pass**" in out
+    assert mock.main([str(path), "--student", "alice", "--level", "3"]) == 0
+    assert "**Incomplete**" in capsys.readouterr().out
+    assert mock.main(args[:-1] + ["design:training=x"]) == 2
+    assert "must be REF=N" in capsys.readouterr().err

@@ -238,3 +238,53 @@ def flow_markdown(level: int) -> str:
             out.append(line)
         out.append("")
     return "\n".join(out)
+
+
+def sheet_markdown(rows: list[dict]) -> str:
+    """The score sheet as a Markdown table with its verdict (a dash where not yet scored)."""
+    from ..nbtools import table
+
+    v = verdict(rows)
+    body = table([{k: ("—" if x is None else x) for k, x in r.items()} for r in rows])
+    if v["result"] == "incomplete":
+        return body + f"\n\n**Incomplete**: not yet scored: {', '.join(v['missing'])}."
+    return (body + f"\n\n**{v['result'].capitalize()}**: {v['total']} of {v['max']} points; "
+            f"numeric {v['numeric share']:.0%}, concept mean {v['concept mean']:.2f}, "
+            f"design {', '.join(map(str, v['design'])) or '-'}.")
+
+
+def main(argv=None) -> int:
+    """``python -m scaling_lib.course.drills.mock GRADES.json --student NAME --level N
+    [--score REF=0..3 ...]``: the score sheet of one candidate, its numeric rows filled from the
+    grading tool's JSON (``python -m scaling_lib grade SUBMISSIONS --json > GRADES.json``)."""
+    import argparse
+    import json
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m scaling_lib.course.drills.mock",
+                                 description=main.__doc__)
+    ap.add_argument("grades", help="the JSON list that `grade ... --json` prints")
+    ap.add_argument("--student", required=True)
+    ap.add_argument("--level", type=int, required=True, choices=sorted(FLOW))
+    ap.add_argument("--score", action="append", default=[], metavar="REF=N",
+                    help="an interviewer's score, e.g. concept:tp_decode=3 (repeat)")
+    args = ap.parse_args(argv)
+    try:
+        with open(args.grades) as f:
+            records = json.load(f)
+        scores = {}
+        for s in args.score:
+            ref, _, val = s.partition("=")
+            if not val.strip().isdigit():
+                raise ValueError(f"--score {s!r} must be REF=N with N in 0, 1, 2, 3")
+            scores[ref.strip()] = int(val)
+        rows = score_sheet(args.level, exercises_from_grades(records, args.student), scores)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(sheet_markdown(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
