@@ -303,8 +303,9 @@ def bank() -> list[Concept]:  # noqa: PLR0915 (one long table, read top to botto
            "Beyond the textbook tensors: the fp32 logits at the loss (vocabulary x tokens x 4 "
            "bytes, twice), communication buffers, the CUDA context and NCCL's reserve, and "
            "allocator fragmentation. Activations scale with micro-batch x sequence and layers; "
-           "recomputation trades them for FLOPs, ZeRO shards the states, and the peak is at "
-           "the start of the backward pass, not at the end of the forward."),
+           "recomputation trades them for FLOPs, ZeRO shards the states, and the peak comes "
+           "early in the backward pass, while every activation is still stored and the first "
+           "gradients are being allocated."),
           ("the four parts", "16 bytes per parameter with its split",
            "activations scale with tokens in flight"),
           ("logits and buffers", "where the peak is", "what reduces each part"),
@@ -338,7 +339,7 @@ def bank() -> list[Concept]:  # noqa: PLR0915 (one long table, read top to botto
            "recompute the rest during the backward.",
            "Full recomputation keeps only each layer's input and reruns the forward in the "
            "backward: the step does 8N instead of 6N FLOPs per token, a third more work, so "
-           "MFU (model FLOPs) drops while HFU stays. Selective recomputation recomputes only "
+           "MFU (model FLOPs) drops by a quarter while HFU (hardware FLOPs) does not. Selective recomputation recomputes only "
            "the attention's big, cheap intermediates: "
            f"{n['sel']:.1%} more FLOPs for Llama 3 70B at 8K tokens, most of the memory saved.",
            "With FlashAttention the attention scores are never stored, so selective "
@@ -800,8 +801,7 @@ def bank() -> list[Concept]:  # noqa: PLR0915 (one long table, read top to botto
            "Common causes: bad data, a learning rate too high for the batch, attention-logit "
            "growth, numerical overflow.",
            "Mitigations seen in large runs: gradient clipping, QK-norm or logit soft-capping, "
-           "z-loss on the output, lower Adam epsilon or beta2, removing weight decay on "
-           "norms; a spike that recurs after skipping data points to optimisation, not data. "
+           "z-loss on the output, a lower Adam β2 or a smaller ε; a spike that recurs after skipping data points to optimisation, not data. "
            "Silent data corruption from a faulty GPU can also look like divergence: compare "
            "replicas."),
           ("rollback and skip", "inspect grad norm / lr / data", "name two causes"),

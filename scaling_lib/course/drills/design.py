@@ -289,8 +289,9 @@ def design_low_mfu(model="llama3-70b", accelerator="h100", n=1024, global_batch=
     steps = [("the run as launched", plan)]
     p1 = replace(plan, recompute="selective")
     steps.append(("selective instead of full recomputation", p1))
-    p2 = replace(p1, pp=plan.pp // 2, dp=plan.dp * 2)
-    steps.append(("half the pipeline stages, twice the data parallelism", p2))
+    if plan.pp > 1 and plan.pp % 2 == 0:
+        p2 = replace(p1, pp=plan.pp // 2, dp=plan.dp * 2)
+        steps.append(("half the pipeline stages, twice the data parallelism", p2))
     rows = [_row(label, estimate(cfg, cluster, p, global_batch, T)) for label, p in steps]
     best = planner.search(cfg, cluster, global_batch, T, top=1)
     if len(best):
