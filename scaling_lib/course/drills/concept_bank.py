@@ -514,7 +514,7 @@ def bank() -> list[Concept]:  # noqa: PLR0915 (one long table, read top to botto
            "On a ring with one-way bandwidth W: all-gather and reduce-scatter take "
            "(n-1)/n x V/W, all-reduce twice that (it is a reduce-scatter then an all-gather). "
            f"1 GB over 8 H100s on NVLink: {S(n['ar_1gb_node'])}.",
-           "Add the latency term (n-1 steps of a ring; log n for trees), which dominates small "
+           "Add the latency term (2(n-1) steps of a ring all-reduce; about log n for trees), which dominates small "
            "messages: libraries switch algorithms by size (one-shot, two-shot, NVLS in the "
            "switch, tree across nodes). All-to-all's cost depends on the topology's bisection; "
            f"across 8 nodes the same 1 GB all-reduce takes {S(n['ar_1gb_ib'])} hierarchically."),
