@@ -265,6 +265,9 @@ def test_design_serving_answer_meets_the_target_with_all_reduces():
     assert best["fits"] and best["tpot"] <= 0.050
     assert all(not r["meets"] for r in d["rows"] if r["chips"] < best["chips"])
     assert best["chips"] >= d["min_for_memory"]
+    alt = d["alternatives"]  # the largest size's layouts: replicas against a wider group
+    assert len(alt) >= 3 and all(" pp=1 " in r["layout"] for r in alt)
+    assert {r["layout"] for r in alt} >= {"tp=8 pp=1 replicas=1", "tp=4 pp=1 replicas=2"}
     assert drills.design_serving(tpot=1e-6, sizes=(8,))["best"] is None
     # issue 29: every weight plus the cache, 227 GB for 32 x 8K (not 225: the embedding counts)
     d8 = drills.design_serving(batch=32, prompt_len=8192, gen_len=1, sizes=(8,))
