@@ -346,7 +346,9 @@ def test_mock_flow_is_45_minutes_and_every_ref_resolves():
         assert sum(s.minutes for s in sections) == mock.MOCK_MINUTES == 45
         for s in sections:
             for it in s.items:
-                for ref in (it.ref, it.if_pass, it.if_fail):
+                for label, _ in it.if_mistake:  # each names a listed mistake of its drill
+                    assert label in key.WRONG_METHODS_ALL[it.ref], (it.ref, label)
+                for ref in (it.ref, it.if_pass, it.if_fail, *(r for _, r in it.if_mistake)):
                     if ref.startswith("concept:"):
                         assert ref[8:] in cb.by_key()
                     elif ref.startswith("design:"):
