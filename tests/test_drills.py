@@ -101,6 +101,24 @@ def _decode_step(p):
     return max(t_mem, t_math) + (2 * c.L + 1) * float(one)
 
 
+def _hierarchical(V, n, g=8):
+    """Ring reduce-scatter in the node, ring all-reduce of V/g across the m = n/g nodes on each
+    GPU's NIC, ring all-gather in the node: bandwidth terms plus one latency per ring step."""
+    c = hardware.cluster("h100", n)
+    m = n // g
+    nv, ib = c.intra_node, c.inter_node
+    return (2 * (g - 1) / g * V / nv.bytes_per_s + 2 * (g - 1) * nv.latency
+            + 2 * (m - 1) / m * (V / g) / ib.bytes_per_s + 2 * (m - 1) * ib.latency)
+
+
+def _train_flops_per_token(model, T):
+    """6 FLOPs per matmul weight (the output layer's included, the embedding lookup not) plus
+    attention's 12·L·T·N·H (PaLM's appendix B, no causal halving)."""
+    c = _cfg(model)
+    attn = c.D * c.N * c.H + 2 * c.D * c.K * c.H + c.N * c.H * c.D
+    return 6 * (c.L * (attn + 3 * c.D * c.F) + c.V * c.D) + 12 * c.L * T * c.N * c.H
+
+
 def _ring(V, n, W):
     return 2 * (n - 1) / n * V / W
 
@@ -124,6 +142,8 @@ BY_HAND = {
     "91.4": lambda p: _kv(p.model, p.B, p.S),
     "91.5": lambda p: 2 * _params(p.model)[0] / (p.n * hardware.get(p.accelerator).hbm_bytes_per_s),
     "91.6": lambda p: (p.pp - 1) / (p.m + p.pp - 1),
+    "92.1": lambda p: _train_flops_per_token(p.model, 4096) * p.tokens_per_chip / hardware.get(
+        p.accelerator).peak_flops_per_s("bf16"),
     "92.2": lambda p: 6 * p.n_params * p.n_tokens / (
         p.n * hardware.get(p.accelerator).peak_flops_per_s("bf16") * p.mfu) / 86400,
     "92.3": lambda p: (2 * p.n_params / (p.dp if p.zero >= 3 else 1)
@@ -136,6 +156,7 @@ BY_HAND = {
     "93.1": lambda p: math.ceil((2 * _params(p.model)[0] + _kv(p.model, p.B, p.S))
                                 / hardware.get(p.accelerator).memory_capacity_bytes),
     "93.2": lambda p: p.B / _decode_step(p),
+    "93.3": lambda p: _hierarchical(p.gbytes * 1e9, p.n),
     "93.4": lambda p: p.mfu * (1 - (p.pp - 1) / (p.v * p.m + p.pp - 1)),
     "93.5": lambda p: p.n_tokens / (p.days * 86400),
     "93.6": lambda p: 6 * p.n_params * p.n_tokens / (
@@ -145,10 +166,8 @@ BY_HAND = {
     "93.11": lambda p: _kv(p.model, p.B, p.S) / min(p.tp, _cfg(p.model).K),
     "93.12": lambda p: p.E - p.E * (1 - p.k / p.E) ** p.B,  # E minus the experts no token picks
 }
-# Keys that read a datasheet field (no second path exists), or that a chapter's answer key owns
-# and tests (92.1: transformer.mfu with attention FLOPs, tests/test_transformer.py; 93.3: the
-# hierarchical schedule, tests/test_collectives*.py).
-NOT_BY_HAND = {"90.1", "90.2", "90.3", "90.4", "92.1", "93.3"}
+# Keys that read a datasheet field: no second path exists.
+NOT_BY_HAND = {"90.1", "90.2", "90.3", "90.4"}
 
 
 def _cfg(model):
@@ -246,6 +265,9 @@ def test_design_serving_answer_meets_the_target_with_all_reduces():
     assert best["fits"] and best["tpot"] <= 0.050
     assert all(not r["meets"] for r in d["rows"] if r["chips"] < best["chips"])
     assert best["chips"] >= d["min_for_memory"]
+    alt = d["alternatives"]  # the largest size's layouts: replicas against a wider group
+    assert len(alt) >= 3 and all(" pp=1 " in r["layout"] for r in alt)
+    assert {r["layout"] for r in alt} >= {"tp=8 pp=1 replicas=1", "tp=4 pp=1 replicas=2"}
     assert drills.design_serving(tpot=1e-6, sizes=(8,))["best"] is None
     # issue 29: every weight plus the cache, 227 GB for 32 x 8K (not 225: the embedding counts)
     d8 = drills.design_serving(batch=32, prompt_len=8192, gen_len=1, sizes=(8,))
@@ -324,7 +346,9 @@ def test_mock_flow_is_45_minutes_and_every_ref_resolves():
         assert sum(s.minutes for s in sections) == mock.MOCK_MINUTES == 45
         for s in sections:
             for it in s.items:
-                for ref in (it.ref, it.if_pass, it.if_fail):
+                for label, _ in it.if_mistake:  # each names a listed mistake of its drill
+                    assert label in key.WRONG_METHODS_ALL[it.ref], (it.ref, label)
+                for ref in (it.ref, it.if_pass, it.if_fail, *(r for _, r in it.if_mistake)):
                     if ref.startswith("concept:"):
                         assert ref[8:] in cb.by_key()
                     elif ref.startswith("design:"):
@@ -355,3 +379,24 @@ def test_score_sheet_filled_from_the_grader_json():
         "result"] == "no pass"
     with pytest.raises(ValueError, match="0, 1, 2 or 3"):
         mock.score_sheet(3, grades, {"concept:tp_decode": 5})
+
+
+def test_score_sheet_command_reads_the_grader_json(tmp_path, capsys):
+    import json
+    from scaling_lib.course.drills import mock
+    path = tmp_path / "grades.json"
+    path.write_text(json.dumps([{"notebook": "alice_93_interview_senior.ipynb",
+                                 "exercises": {"93.1": "pass", "93.2": "pass", "93.9": "fail"}},
+                                {"notebook": "alice_90_numbers.ipynb",
+                                 "exercises": {"90.12": "pass", "90.13": "pass",
+                                               "90.14": "pass"}}]))
+    args = [str(path), "--student", "alice", "--level", "3", "--score", "concept:tp_decode=3",
+            "--score", "concept:diverging_run=2", "--score", "design:training=2"]
+    assert mock.main(args) == 0
+    out = capsys.readouterr().out
+    assert "| 93.9 | numeric | 0 | 1 | grader |" in out and out.strip().endswith(
+        "design 2.") and "**Pass**" in out
+    assert mock.main([str(path), "--student", "alice", "--level", "3"]) == 0
+    assert "**Incomplete**" in capsys.readouterr().out
+    assert mock.main(args[:-1] + ["design:training=x"]) == 2
+    assert "must be REF=N" in capsys.readouterr().err

@@ -28,11 +28,10 @@ from .design import (design_gpt4_serving, design_long_context, design_low_mfu, d
                      design_training, gpt4_serving_answer, long_context_answer, low_mfu_answer,
                      serving_answer, training_answer)
 from .quizzes import quiz
-from . import concept_bank, mock  # noqa: F401
 from .sheet import CHIPS, MODELS, chip_rows, collective_rows, model_rows, recipe_rows
 
 __all__ = ["QUESTIONS", "Question", "LEVELS", "MINUTES", "CHIPS", "MODELS", "chip_rows",
            "recipe_rows", "model_rows", "collective_rows", "design_training", "design_serving",
            "design_gpt4_serving", "design_low_mfu", "design_long_context", "training_answer",
            "serving_answer", "gpt4_serving_answer", "low_mfu_answer", "long_context_answer",
-           "concepts", "reveal", "quiz", "concept_bank", "mock"]
+           "concepts", "reveal", "quiz"]

@@ -284,8 +284,10 @@ QUESTIONS: dict[str, list[Question]] = {
            "gbytes=[1.0, 4.0, 16.0], n=[16, 64, 256, 1024]",
            "answer = co.hierarchical_time('all-reduce', p.gbytes * 1e9, hw.cluster('h100', p.n), "
            "p.n).total",
-           "s", worked="The inter-node phase dominates: 50 GB/s per GPU "
-           "against 450 GB/s of NVLink.", topic="Ch 4"),
+           "s", worked="ReduceScatter inside each node on NVLink, an AllReduce "
+           "of each GPU's 1/8 across nodes on its own NIC, AllGather inside the node. The "
+           "inter-node phase dominates: a GPU's NIC carries about a tenth of its NVLink "
+           "bandwidth, so only 1/8 of the data crossing it still costs the most.", topic="Ch 4"),
         _q("93.4", "MFU ceiling of a pipeline", "A plan reaches MFU mfu without pipelining. With "
            "pp stages, m micro-batches and v virtual stages (interleaved 1F1B), what is its MFU "
            "ceiling?", "pp_mfu_ceiling", "mfu=[0.4, 0.5, 0.6], pp=(2, 16), m=(4, 16), v=[1, 2, 4]",

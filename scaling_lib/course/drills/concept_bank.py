@@ -57,7 +57,7 @@ def _numbers() -> dict:
     from ... import (collectives, hardware, inference, memory, published, reliability, roofline,
                      serving, transformer)
     from ...parallelism import ParallelPlan, pipeline_bubble_fraction
-    from ...serving.parallel import H100_NVL_HBM_BYTES
+    from ...serving.parallel import GPT4_CLASS_ASSUMED, H100_NVL_HBM_BYTES
 
     h = hardware.get("h100")
     cl = hardware.cluster("h100", 16)
@@ -109,6 +109,13 @@ def _numbers() -> dict:
         spec_tokens=float(serving.engine.expected_tokens_per_step(0.8, 4)),
         experts_b1=float(inference.expected_experts(8, 2, 1)),
         experts_b16=float(inference.expected_experts(8, 2, 16)),
+        seqs_8k=float(inference.max_cached_tokens("llama3-70b", "h100", 8)) / 8192,
+        seqs_128k=float(inference.max_cached_tokens("llama3-70b", "h100", 8)) / 131072,
+        m_10pct=next(m for m in range(1, 1000) if pipeline_bubble_fraction(4, m) < 0.10),
+        intensity64=float(inference.decode_intensity("llama3-70b", 64, 8192)),
+        gpt4_fp8=serving.min_devices(GPT4_CLASS_ASSUMED, "h100", dtype="fp8"),
+        yd_10min=reliability.young_daly_interval(600.0, job),
+        gp_10min=reliability.goodput(reliability.young_daly_interval(600.0, job), 600.0, job),
         min70=serving.min_devices("llama3-70b", "h100"),
         min70_fp8=serving.min_devices("llama3-70b", "h100", dtype="fp8"),
     )
@@ -207,8 +214,8 @@ def bank() -> list[Concept]:  # noqa: PLR0915 (one long table, read top to botto
            "uneven stages at the ends"),
           ("chooses without a reason", "ignores the bubble"),
           (_E_NVLINK,),
-          ("How many micro-batches make the bubble under 10%?", "What do interleaved stages "
-           "cost?"),
+          (f"How many micro-batches make the bubble under 10% with 4 stages? ({n['m_10pct']}.)",
+           "What do interleaved stages cost?"),
           level=2),
         Q("context_parallelism", "Parallelism",
           "What does context parallelism split, and how does attention still see the whole "
@@ -296,8 +303,9 @@ def bank() -> list[Concept]:  # noqa: PLR0915 (one long table, read top to botto
            "Beyond the textbook tensors: the fp32 logits at the loss (vocabulary x tokens x 4 "
            "bytes, twice), communication buffers, the CUDA context and NCCL's reserve, and "
            "allocator fragmentation. Activations scale with micro-batch x sequence and layers; "
-           "recomputation trades them for FLOPs, ZeRO shards the states, and the peak is at "
-           "the start of the backward pass, not at the end of the forward."),
+           "recomputation trades them for FLOPs, ZeRO shards the states, and the peak comes "
+           "early in the backward pass, while every activation is still stored and the first "
+           "gradients are being allocated."),
           ("the four parts", "16 bytes per parameter with its split",
            "activations scale with tokens in flight"),
           ("logits and buffers", "where the peak is", "what reduces each part"),
@@ -331,7 +339,7 @@ def bank() -> list[Concept]:  # noqa: PLR0915 (one long table, read top to botto
            "recompute the rest during the backward.",
            "Full recomputation keeps only each layer's input and reruns the forward in the "
            "backward: the step does 8N instead of 6N FLOPs per token, a third more work, so "
-           "MFU (model FLOPs) drops while HFU stays. Selective recomputation recomputes only "
+           "MFU (model FLOPs) drops by a quarter while HFU (hardware FLOPs) does not. Selective recomputation recomputes only "
            "the attention's big, cheap intermediates: "
            f"{n['sel']:.1%} more FLOPs for Llama 3 70B at 8K tokens, most of the memory saved.",
            "With FlashAttention the attention scores are never stored, so selective "
@@ -456,7 +464,8 @@ def bank() -> list[Concept]:  # noqa: PLR0915 (one long table, read top to botto
           ("in-switch reduction", "NVL72", "peer memory is not local memory"),
           ("bandwidth off by 2x without saying which direction",),
           (_E_NVLINK, _E_PCIE),
-          ("How long does an all-reduce of 1 GB take inside a node?",),
+          (f"How long does an all-reduce of 1 GB take inside a node? (About "
+           f"{S(n['ar_1gb_node'])} on a ring at NVLink's one-way bandwidth.)",),
           level=1),
         Q("networks", "Hardware and networks",
           "Compare NVLink, InfiniBand and TPU ICI: topology, bandwidth, what runs on each.",
@@ -492,7 +501,8 @@ def bank() -> list[Concept]:  # noqa: PLR0915 (one long table, read top to botto
           ("decode as the example", "fp8's effect", "kernel efficiency"),
           ("confuses FLOPs and FLOP/s",),
           (),
-          ("What is the intensity of a decode step at batch 64?",),
+          (f"What is the intensity of a Llama 3 70B decode step at batch 64 and 8K context? "
+           f"(About {n['intensity64']:.0f} FLOPs per byte: the cache reads dilute the weights'.)",),
           level=1),
         # ---- Collectives -------------------------------------------------------------------
         Q("collectives", "Collectives",
@@ -504,7 +514,7 @@ def bank() -> list[Concept]:  # noqa: PLR0915 (one long table, read top to botto
            "On a ring with one-way bandwidth W: all-gather and reduce-scatter take "
            "(n-1)/n x V/W, all-reduce twice that (it is a reduce-scatter then an all-gather). "
            f"1 GB over 8 H100s on NVLink: {S(n['ar_1gb_node'])}.",
-           "Add the latency term (n-1 steps of a ring; log n for trees), which dominates small "
+           "Add the latency term (2(n-1) steps of a ring all-reduce; about log n for trees), which dominates small "
            "messages: libraries switch algorithms by size (one-shot, two-shot, NVLS in the "
            "switch, tree across nodes). All-to-all's cost depends on the topology's bisection; "
            f"across 8 nodes the same 1 GB all-reduce takes {S(n['ar_1gb_ib'])} hierarchically."),
@@ -549,7 +559,8 @@ def bank() -> list[Concept]:  # noqa: PLR0915 (one long table, read top to botto
           ("GQA/MLA/fp8", "replication beyond K", "reserve and fragmentation"),
           ("uses N instead of K", "forgets V"),
           (_E_H100,),
-          ("How many 8K sequences fit beside Llama 3 70B on 8 H100s?",),
+          (f"How many 8K sequences fit beside Llama 3 70B on 8 H100s? (About "
+           f"{n['seqs_8k']:.0f}, by the datasheet's HBM and nothing else.)",),
           level=1),
         Q("batching", "Serving",
           "Why batch at inference, and what is continuous batching?",
@@ -703,7 +714,8 @@ def bank() -> list[Concept]:  # noqa: PLR0915 (one long table, read top to botto
           ("expected experts formula", "EP for serving", "hot-expert replication"),
           ("sizes memory by active parameters",),
           (_E_NVLINK,),
-          ("How many GPUs does a 1.8T-parameter MoE need in fp8?",),
+          (f"How many H100s does the GPT-4-class MoE estimate need for its fp8 weights alone? "
+           f"({n['gpt4_fp8']}, before any cache.)",),
           level=3),
         # ---- Long context ------------------------------------------------------------------
         Q("long_context", "Long context",
@@ -723,7 +735,8 @@ def bank() -> list[Concept]:  # noqa: PLR0915 (one long table, read top to botto
           ("RoPE scaling phase", "cache-shrinking techniques", "a published number"),
           ("says everything scales linearly",),
           (_E_H100,),
-          ("How many 128K sequences fit on 8 H100s beside Llama 3 70B?",),
+          (f"How many 128K sequences fit on 8 H100s beside Llama 3 70B? (About "
+           f"{n['seqs_128k']:.0f}.)",),
           level=2),
         # ---- Reliability and debugging -----------------------------------------------------
         Q("failures", "Reliability and debugging",
@@ -743,7 +756,8 @@ def bank() -> list[Concept]:  # noqa: PLR0915 (one long table, read top to botto
           ("async checkpoints", "restart time", "goodput"),
           ("checkpoints once a day at this scale",),
           (),
-          ("What if checkpointing took 10 minutes?",),
+          (f"What if a checkpoint stalled training for 10 minutes? (Checkpoint every "
+           f"{S(n['yd_10min'])}; goodput falls to about {n['gp_10min']:.0%} before restarts.)",),
           level=3),
         Q("sync_sgd", "Reliability and debugging",
           "Why do large runs use synchronous SGD rather than asynchronous updates?",
@@ -787,8 +801,7 @@ def bank() -> list[Concept]:  # noqa: PLR0915 (one long table, read top to botto
            "Common causes: bad data, a learning rate too high for the batch, attention-logit "
            "growth, numerical overflow.",
            "Mitigations seen in large runs: gradient clipping, QK-norm or logit soft-capping, "
-           "z-loss on the output, lower Adam epsilon or beta2, removing weight decay on "
-           "norms; a spike that recurs after skipping data points to optimisation, not data. "
+           "z-loss on the output, a lower Adam β2 or a smaller ε; a spike that recurs after skipping data points to optimisation, not data. "
            "Silent data corruption from a faulty GPU can also look like divergence: compare "
            "replicas."),
           ("rollback and skip", "inspect grad norm / lr / data", "name two causes"),

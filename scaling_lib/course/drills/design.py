@@ -176,9 +176,21 @@ def design_serving(model="llama3-70b", accelerator="h100", tpot=0.050, batch=32,
                      "memory_bytes": float(e.memory.total), "bound": e.decode_bound,
                      "meets": bool(e.fits and e.tpot <= tpot)})
     best = next((r for r in rows if r["meets"]), None)
+    alt = []  # the other layouts of the largest size: latency against throughput
+    n_alt = max(sizes)
+    for lay in serving.layouts(cfg, acc, n_alt):
+        if lay.pp != 1:
+            continue
+        e = serving.estimate(cfg, acc, n_alt, batch=batch, prompt_len=prompt_len,
+                             gen_len=gen_len, dtype=dtype, tp=lay.tp, pp=1,
+                             replicas=lay.replicas)
+        alt.append({"layout": e.layout, "fits": bool(e.fits), "tpot": float(e.tpot),
+                    "tokens_per_s": float(e.tokens_per_s),
+                    "meets": bool(e.fits and e.tpot <= tpot)})
     kv = transformer.kv_cache_bytes(cfg, batch, prompt_len + gen_len, dtype)
     weights = serving.weight_bytes_per_device(cfg, 1, 1, dtype)  # every weight, resident
     return {"rows": rows, "best": best, "tpot_target": tpot, "kv_bytes": float(kv),
+            "alternatives": alt, "alternatives_chips": n_alt,
             "weight_bytes": weights, "need_bytes": weights + float(kv),
             "min_for_memory": serving.min_devices(cfg, usable, dtype=dtype, kv_bytes=kv),
             "batch": batch, "context": prompt_len + gen_len}
@@ -198,6 +210,17 @@ def serving_answer(**kw) -> str:
     end = (f"The smallest that meets {fmt_seconds(tpot)} per token is **{best['chips']} chips** "
            f"({best['layout']}, {best['tokens_per_s']:,.0f} output tokens/s)."
            if best else "None of these sizes meets the target: quantise, or shorten the batch.")
+    alt = [{"layout": r["layout"], "fits": "yes" if r["fits"] else "no",
+            "TPOT": fmt_seconds(r["tpot"]), "tokens/s": f"{r['tokens_per_s']:,.0f}",
+            "meets the target": "yes" if r["meets"] else "no"} for r in d["alternatives"]]
+    end += (f"\n\n**Replicas or a wider group?** The same batch on {d['alternatives_chips']} "
+            "chips, split differently. A wider tensor-parallel group splits every weight read "
+            "over more chips, which cuts the time per token; more replicas split the batch "
+            "instead, and each replica still reads all of its weights every step, so while "
+            "the step is memory-bound a replica with a small batch wastes its bandwidth. "
+            "Replicas win once each carries a batch near the critical batch, or once the "
+            "all-reduces of a wide group cost more than the reads they save.\n\n"
+            + table(alt))
     return (f"Every weight must be resident ({fmt_bytes(d['weight_bytes'])}, the input "
             "embedding included), plus the KV cache of the whole batch at its longest context "
             f"({d['batch']} sequences of {d['context']:,} tokens: {fmt_bytes(d['kv_bytes'])}): "
@@ -205,8 +228,8 @@ def serving_answer(**kw) -> str:
             "before anything else. The serving estimator then times each size with its best layout (tensor "
             "parallel inside the node, stages across nodes); its decode step is the split "
             "roofline plus the 2L + 1 all-reduces, each costed on the links they cross.\n\n"
-            + table(rows) + "\n\n" + end + " A real server keeps room for activations and its "
-            "own reserve, and its scheduler adds overhead: leave margin, and measure.")
+            + table(rows) + "\n\n" + end + "\n\nA real server keeps room for activations and "
+            "its own reserve, and its scheduler adds overhead: leave margin, and measure.")
 
 
 def design_gpt4_serving(accelerators=("a100-80gb", "h100"), n=64, batch=256, prompt_len=2048,
@@ -289,8 +312,9 @@ def design_low_mfu(model="llama3-70b", accelerator="h100", n=1024, global_batch=
     steps = [("the run as launched", plan)]
     p1 = replace(plan, recompute="selective")
     steps.append(("selective instead of full recomputation", p1))
-    p2 = replace(p1, pp=plan.pp // 2, dp=plan.dp * 2)
-    steps.append(("half the pipeline stages, twice the data parallelism", p2))
+    if plan.pp > 1 and plan.pp % 2 == 0:
+        p2 = replace(p1, pp=plan.pp // 2, dp=plan.dp * 2)
+        steps.append(("half the pipeline stages, twice the data parallelism", p2))
     rows = [_row(label, estimate(cfg, cluster, p, global_batch, T)) for label, p in steps]
     best = planner.search(cfg, cluster, global_batch, T, top=1)
     if len(best):

@@ -29,6 +29,7 @@ class Item:
     ref: str                 # "93.2", "concept:<key>" or "design:<key>"
     if_pass: str = ""        # follow-up after a pass (a ref, or a question in words)
     if_fail: str = ""        # follow-up after a fail or a weak answer
+    if_mistake: tuple = ()   # ((label of a listed mistake the FAIL names, follow-up), ...)
 
     @property
     def kind(self) -> str:
@@ -87,7 +88,9 @@ FLOW: dict[int, tuple[Section, ...]] = {
     2: (Section("Numbers warm-up", 5, (Item("90.4"), Item("90.11"), Item("90.12")), _WARM),
         Section("Back-of-envelope", 12, (
             Item("92.1", if_fail="concept:mfu"),
-            Item("92.5", if_pass="concept:tp_decode", if_fail="concept:collectives"),
+            Item("92.5", if_pass="concept:tp_decode", if_fail="concept:collectives",
+                 if_mistake=(("all-reduces left out (Chapter 8's roofline bound)",
+                              "concept:tp_decode"),)),
             Item("92.3", if_fail="concept:zero_stages")), _ENV),
         Section("Concepts", 10, (
             Item("concept:zero_stages", if_pass="concept:recompute",
@@ -97,10 +100,18 @@ FLOW: dict[int, tuple[Section, ...]] = {
         Section("System design", 15, (Item("design:serving", if_pass="design:gpt4",
                                            if_fail="concept:kv_sizing"),), _DESIGN),
         Section("Wrap-up", 3, (), _WRAP)),
-    3: (Section("Numbers warm-up", 5, (Item("90.13"), Item("90.14"), Item("90.12")), _WARM),
+    3: (Section("Numbers warm-up", 5, (
+            Item("90.13", if_mistake=(("NVLink pools two GPUs' memory into one",
+                                       "concept:nvlink"),)),
+            Item("90.14", if_mistake=(("data parallelism needs about 8 bytes per parameter",
+                                       "concept:step_memory"),)),
+            Item("90.12")), _WARM),
         Section("Back-of-envelope", 12, (
             Item("93.1", if_fail="Which bytes must be resident, and which does a step read?"),
-            Item("93.2", if_pass="concept:tp_decode", if_fail="concept:collectives"),
+            Item("93.2", if_pass="concept:tp_decode", if_fail="concept:collectives",
+                 if_mistake=(("all-reduces left out (Chapter 8's roofline bound)",
+                              "concept:tp_decode"),
+                             ("per sequence", "concept:batching"))),
             Item("93.9", if_pass="concept:failures",
                  if_fail="What is the mean time between failures of a job on n GPUs?")), _ENV),
         Section("Concepts", 10, (
@@ -121,17 +132,25 @@ def _check_level(level) -> int:
     return level
 
 
-def follow_up(level: int, ref: str, passed: bool) -> str:
+def follow_up(level: int, ref: str, passed: bool, mistake: str | None = None) -> str:
     """The follow-up of item ``ref`` at ``level`` after a first answer that ``passed`` (a numeric
-    PASS, or a concept or design score of at least 2); "" when the item lists none.
+    PASS, or a concept or design score of at least 2); after a FAIL that names a listed
+    ``mistake`` (its label), the follow-up for that mistake where the item has one; "" when the
+    item lists none.
 
     >>> follow_up(3, "93.2", passed=False)
     'concept:collectives'
+    >>> follow_up(3, "93.2", False, "all-reduces left out (Chapter 8's roofline bound)")
+    'concept:tp_decode'
     """
     _check_level(level)
     for s in FLOW[level]:
         for it in s.items:
             if it.ref == ref:
+                if not passed and mistake is not None:
+                    hit = dict(it.if_mistake).get(mistake)
+                    if hit:
+                        return hit
                 return it.if_pass if passed else it.if_fail
     refs = [it.ref for s in FLOW[level] for it in s.items]
     raise ValueError(f"ref={ref!r} is not an item of level {level}; valid choices: "
@@ -235,6 +254,58 @@ def flow_markdown(level: int) -> str:
             if it.if_pass or it.if_fail:
                 line += (f"; then, if it passes: {describe(it.if_pass) or 'move on'}; "
                          f"if not: {describe(it.if_fail) or 'move on'}")
+            for label, ref in it.if_mistake:
+                line += f"; if the checker names \"{label}\": {describe(ref)}"
             out.append(line)
         out.append("")
     return "\n".join(out)
+
+
+def sheet_markdown(rows: list[dict]) -> str:
+    """The score sheet as a Markdown table with its verdict (a dash where not yet scored)."""
+    from ..nbtools import table
+
+    v = verdict(rows)
+    body = table([{k: ("—" if x is None else x) for k, x in r.items()} for r in rows])
+    if v["result"] == "incomplete":
+        return body + f"\n\n**Incomplete**: not yet scored: {', '.join(v['missing'])}."
+    return (body + f"\n\n**{v['result'].capitalize()}**: {v['total']} of {v['max']} points; "
+            f"numeric {v['numeric share']:.0%}, concept mean {v['concept mean']:.2f}, "
+            f"design {', '.join(map(str, v['design'])) or '-'}.")
+
+
+def main(argv=None) -> int:
+    """``python -m scaling_lib.course.drills.mock GRADES.json --student NAME --level N
+    [--score REF=0..3 ...]``: the score sheet of one candidate, its numeric rows filled from the
+    grading tool's JSON (``python -m scaling_lib grade SUBMISSIONS --json > GRADES.json``)."""
+    import argparse
+    import json
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m scaling_lib.course.drills.mock",
+                                 description=main.__doc__)
+    ap.add_argument("grades", help="the JSON list that `grade ... --json` prints")
+    ap.add_argument("--student", required=True)
+    ap.add_argument("--level", type=int, required=True, choices=sorted(FLOW))
+    ap.add_argument("--score", action="append", default=[], metavar="REF=N",
+                    help="an interviewer's score, e.g. concept:tp_decode=3 (repeat)")
+    args = ap.parse_args(argv)
+    try:
+        with open(args.grades) as f:
+            records = json.load(f)
+        scores = {}
+        for s in args.score:
+            ref, _, val = s.partition("=")
+            if not val.strip().isdigit():
+                raise ValueError(f"--score {s!r} must be REF=N with N in 0, 1, 2, 3")
+            scores[ref.strip()] = int(val)
+        rows = score_sheet(args.level, exercises_from_grades(records, args.student), scores)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(sheet_markdown(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

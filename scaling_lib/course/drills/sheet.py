@@ -17,7 +17,8 @@ MODELS = ("llama3-8b", "llama2-13b", "llama3-70b", "llama3-405b", "gpt3-175b")
 
 
 def chip_rows(names=CHIPS) -> list[dict]:
-    """One row per chip: dense bf16 peak, HBM, HBM bandwidth, one-way scale-up link, B*."""
+    """One row per chip: dense bf16 peak, HBM (datasheet, and what the driver reports where
+    measured: ``memory_capacity_bytes``), HBM bandwidth, one-way scale-up link, B*."""
     from ... import roofline
 
     rows = []
@@ -25,6 +26,8 @@ def chip_rows(names=CHIPS) -> list[dict]:
         a = hardware.get(n)
         rows.append({"chip": n, "bf16 dense": fmt_flops_per_s(a.peak_flops_per_s("bf16")),
                      "HBM": fmt_bytes(a.hbm_bytes),
+                     "usable (driver)": (fmt_bytes(a.memory_capacity_bytes)
+                                         if a.usable_hbm_bytes else "-"),
                      "HBM bandwidth": fmt_bytes_per_s(a.hbm_bytes_per_s),
                      "scale-up link (one-way)": fmt_bytes_per_s(a.link_bytes_per_s),
                      "critical batch B*": round(roofline.critical_batch(n, "bf16"))})
