@@ -74,7 +74,8 @@ NAN_IN_NAN_OUT = {"scaling_lib.units.scalar_or_array",
 TIME_LIMIT = 1.0  # seconds per call
 ALARM = 5  # seconds before SIGALRM fails a call that hangs
 MEMORY_LIMIT = 2 * 2**30  # bytes a call may add to the address space (MemoryError beyond)
-MAX_EXAMPLES = 40
+MAX_EXAMPLES = 40     # draws per function in `make test-all`
+QUICK_EXAMPLES = 12   # in `make test`
 
 
 def _public_callables():
@@ -330,10 +331,23 @@ def _numbers(result):
 
 
 @pytest.mark.parametrize("qualname", sorted(CALLABLES))
-@settings(max_examples=MAX_EXAMPLES, derandomize=True, deadline=None, database=None,
+@settings(max_examples=QUICK_EXAMPLES, derandomize=True, deadline=None, database=None,
           suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_any_input_returns_or_raises_value_error(qualname, data):
+    _fuzz_once(qualname, data)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("qualname", sorted(CALLABLES))
+@settings(max_examples=MAX_EXAMPLES, derandomize=True, deadline=None, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_any_input_returns_or_raises_value_error_many_draws(qualname, data):
+    _fuzz_once(qualname, data)
+
+
+def _fuzz_once(qualname, data):
     fn = CALLABLES[qualname]
     args, kwargs = _draw_call(data, fn)
     guard = _Guard()
