@@ -396,14 +396,16 @@ def max_cached_tokens(cfg, accelerator, n_devices=1, dtype="bf16", kv_dtype=None
     return _out(np.maximum(free, 0.0) / per_token)
 
 
-def max_batch(cfg, S, accelerator, n_devices=1, dtype="bf16", kv_dtype=None) -> int:
+def max_batch(cfg, S, accelerator, n_devices=1, dtype="bf16", kv_dtype=None):
     """The most sequences of S cached tokens whose caches fit next to the weights.
 
     ⌊max_cached_tokens / S⌋: a sequence's cache is whole or not there. Chapter 8's tables and
-    prose both quote this number.
+    prose both quote this number. An int, or an int array when S is an array.
 
     >>> max_batch("llama3-70b", 8192, "h100", 8)
     185
     """
-    S = check_count("S", S)
-    return int(max_cached_tokens(cfg, accelerator, n_devices, dtype, kv_dtype) // S)
+    S = check_count("S", S, sweep=True)
+    n = np.floor_divide(np.asarray(max_cached_tokens(cfg, accelerator, n_devices, dtype, kv_dtype)),
+                        S).astype(int)
+    return int(n) if n.ndim == 0 else n
