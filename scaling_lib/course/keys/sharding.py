@@ -129,13 +129,6 @@ def all_to_all_sent(p):
 
 # ---- wrong methods (tests/test_wrong_methods.py: each must FAIL at the cell's tolerance) ---------
 
-def _wrong_any_sharded_j_reduces(p):
-    a_spec, b_spec = LAYOUTS[p.layout]
-    if a_spec[1] or b_spec[0]:
-        return "all-reduce"
-    return which_collective(p)
-
-
 def _wrong_reduce_scatter(p):
     """Case 3 answered as a reduce-scatter: right only when C may stay sharded, which 9.1's
     question (C replicated or as the layout leaves it) rules out."""
@@ -144,8 +137,7 @@ def _wrong_reduce_scatter(p):
 
 
 WRONG_METHODS = {
-    "9.1": {"any sharded J means an AllReduce": _wrong_any_sharded_j_reduces,
-            "a reduce-scatter for the partial sums": _wrong_reduce_scatter},
+    "9.1": {"a reduce-scatter for the partial sums": _wrong_reduce_scatter},
     "9.2": {"the whole array V": lambda p: p.D * p.F * 2,
             "fp32 weights": lambda p: 2 * fsdp_gather_received(p)},
     "9.3": {"an AllGather's cost": lambda p: node_all_reduce_time(p) / 2,
@@ -367,11 +359,7 @@ WRONG_METHODS["9.11"] = {
 }
 
 with_messages(WRONG_METHODS, {
-    "9.1": {"any sharded J means an AllReduce":
-            "a contracting dimension J sharded on only one operand, when the other operand "
-            "uses that axis for another dimension, must be gathered first (an AllGather); "
-            "partial sums arise where both operands hold matching slices of J",
-            "a reduce-scatter for the partial sums":
+    "9.1": {"a reduce-scatter for the partial sums":
             "a ReduceScatter leaves C sharded over the axis; the question asks for C with only "
             "the shardings its layout implies (replicated over the contracting axis): an "
             "AllReduce"},
