@@ -75,7 +75,9 @@ def browser_context():
             playwright_api.sync_playwright() as pw:
         ctx = pw.chromium.launch_persistent_context(
             profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 1280, "height": 900})
+            # tall enough that a tall diagram (the four sharded-matmul cases, 867 px) is shot
+            # whole, not cut at the window's edge under the sticky header
+            viewport={"width": 1280, "height": 1400})
         yield ctx
         ctx.close()
 
