@@ -378,6 +378,10 @@ def test_live_notebook_opens_in_jupyterlite(server, browser_context):
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90000)
         page.wait_for_function("document.querySelectorAll('.jp-Notebook .jp-Cell').length > 5",
                                timeout=30000)
+        # the title is a Markdown cell, rendered after the code cells on a busy machine
+        page.wait_for_function(
+            "document.querySelector('.jp-Notebook').innerText.includes('Chapter 1')",
+            timeout=60000)
         assert "Chapter 1" in page.inner_text(".jp-Notebook")
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / "lite__notebook.png"))
