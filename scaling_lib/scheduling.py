@@ -142,7 +142,7 @@ class ScalingCurve:
         try:
             raw = np.asarray(self.sizes, dtype=float)
             thr = np.asarray(self.tokens_per_s, dtype=float)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raw = thr = np.array([])
         if raw.ndim != 1 or not np.all(np.isfinite(raw)) or np.any(raw != np.round(raw)) \
                 or np.any(raw > MAX_DEVICES):

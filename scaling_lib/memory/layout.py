@@ -118,8 +118,24 @@ def stage_params(cfg, tp, pp, ep, *, stage="first", stage_layers=None) -> dict:
     """
     c = models.get(cfg)
     check_choice("stage", stage, ("first", "last"))
+    for name, v in (("tp", tp), ("pp", pp), ("ep", ep)):
+        try:
+            ok = np.all(np.asarray(v, dtype=float) >= 1)
+        except (TypeError, ValueError, OverflowError):
+            ok = False
+        if not ok:
+            raise ValueError(f"{name}={_brief(v)} must be a degree (a number of at least 1)")
     tp, pp, ep = (np.asarray(x, dtype=float) for x in np.broadcast_arrays(tp, pp, ep))
-    n = np.ceil(c.L / pp) if stage_layers is None else np.asarray(stage_layers, float) + 0 * pp
+    if stage_layers is None:
+        n = np.ceil(c.L / pp)
+    else:
+        try:
+            n = np.asarray(stage_layers, float) + 0 * pp
+        except (TypeError, ValueError, OverflowError):
+            n = np.array(np.nan)
+        if not np.all((n >= 0) & (n <= c.L)):
+            raise ValueError(f"stage_layers={_brief(stage_layers)} must be a number of layers "
+                             f"from 0 to {c.L}")
     n_dense_total = c.L - c.n_moe_layers
     if stage == "first":
         n_dense = np.minimum(n_dense_total, n)

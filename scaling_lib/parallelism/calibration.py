@@ -55,7 +55,11 @@ class Calibration:
     def __post_init__(self):
         for f in fields(self):
             v = getattr(self, f.name)
-            if not isinstance(v, (int, float, np.floating)) or not math.isfinite(v) or v < 0:
+            try:
+                finite = isinstance(v, (int, float, np.floating)) and math.isfinite(v)
+            except OverflowError:   # an int too large for a float
+                finite = False
+            if not finite or v < 0:
                 raise ValueError(f"{f.name}={_brief(v)} must be a finite number >= 0")
         for name in ("gemm_efficiency", "hbm_efficiency", "nvlink_efficiency",
                      "network_efficiency"):
