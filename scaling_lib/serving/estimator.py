@@ -44,7 +44,25 @@ from ..units import (_brief, check_choice, check_count, check_fraction, check_in
 from . import layout as _layout
 
 __all__ = ["ServeEstimate", "estimate", "comm_link", "compute_dtype", "DEFAULT_CHUNK_TOKENS",
-           "mixed_step_parts"]
+           "mixed_step_parts", "dollars_per_million_tokens"]
+
+def dollars_per_million_tokens(price_per_device_hour, n_devices, tokens_per_s):
+    """Dollars per million output tokens: price · n / (3600 · tokens/s) · 1e6.
+
+    Every device is paid for by the hour whether it is busy or not; broadcasts over arrays.
+
+    >>> round(dollars_per_million_tokens(2.0, 8, 4000.0), 3)
+    1.111
+    """
+    price = check_positive("price_per_device_hour", price_per_device_hour)
+    n = check_positive("n_devices", n_devices)
+    tok = check_positive("tokens_per_s", tokens_per_s)
+    return _out(_dollars_per_million(price, n, tok))
+
+
+def _dollars_per_million(price, n, tok):
+    return price * n / (3600 * tok) * 1e6
+
 
 # Token budget of one chunked-prefill iteration: Sarathi-Serve's larger budget (Agrawal et al.,
 # "Taming Throughput-Latency Tradeoff in LLM Inference with Sarathi-Serve", OSDI 2024, evaluates
@@ -336,7 +354,7 @@ def estimate(cfg, accelerator, n_devices, *, batch, prompt_len, gen_len, dtype="
     fit = take(lambda r: r["fits"], bool)
     cost = None
     if price_per_device_hour is not None:
-        cost = _out(price_per_device_hour * n / (3600 * tok) * 1e6)
+        cost = _out(_dollars_per_million(price_per_device_hour, n, tok))
     lay_of = [(lay.tp, lay.pp, lay.replicas) for lay in options]
     ints = [take(lambda r, i=i: lay_of[next(j for j, x in enumerate(runs) if x is r)][i], int)
             for i in range(3)]

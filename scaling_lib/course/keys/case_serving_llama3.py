@@ -50,7 +50,7 @@ def prefill_decode_ratio(p):
 def cost_per_million(p):
     """Ex 22.6: dollars per million output tokens of p.n chips at p.price per chip-hour
     producing p.tokens_per_s output tokens/s."""
-    return p.price * p.n / (3600 * p.tokens_per_s) * 1e6
+    return float(serving.dollars_per_million_tokens(p.price, p.n, p.tokens_per_s))
 
 
 def kv_tokens_that_fit(p):
