@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..units import KiB, check_positive, scalar_or_array
+from ..units import KiB, check_count, check_positive, scalar_or_array
 
 # ---- Inside a chip: memory levels, SMs, TensorCores ----------------------------------------------
 
@@ -106,8 +106,8 @@ def systolic_clocks(n_rows, size):
 
     See: Chapter 3, "The MXU is a systolic array".
     """
-    n = check_positive("n_rows", n_rows)
-    s = check_positive("size", size)
+    n = np.asarray(check_count("n_rows", n_rows), dtype=float)
+    s = np.asarray(check_count("size", size), dtype=float)
     return scalar_or_array(n + 2.0 * (s - 1))
 
 

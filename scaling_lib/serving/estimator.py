@@ -55,7 +55,7 @@ def dollars_per_million_tokens(price_per_device_hour, n_devices, tokens_per_s):
     1.111
     """
     price = check_positive("price_per_device_hour", price_per_device_hour)
-    n = check_positive("n_devices", n_devices)
+    n = np.asarray(check_count("n_devices", n_devices), dtype=float)
     tok = check_positive("tokens_per_s", tokens_per_s)
     return _out(_dollars_per_million(price, n, tok))
 
